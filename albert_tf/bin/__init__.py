@@ -1,0 +1,1 @@
+"""Command-line programs (thin absl main() functions over the library)."""

@@ -1,0 +1,1 @@
+"""Command-line programs for data preparation."""

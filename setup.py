@@ -1,0 +1,37 @@
+"""albert-tf: ALBERT for TensorFlow 2 / Keras 3."""
+
+import setuptools
+
+setuptools.setup(
+    name="albert-tf",
+    version="0.1.0",
+    description=(
+        "ALBERT (A Lite BERT) for TensorFlow 2 and Keras 3: model library, "
+        "tf.data pretraining pipeline, distributed pretraining, serving export."
+    ),
+    python_requires=">=3.10",
+    packages=setuptools.find_packages(include=["albert_tf*", "pipelines*", "flags*"]),
+    package_data={"flags": ["recipes/*.cfg"]},
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.10,<4",
+        "sentencepiece>=0.2",
+        "absl-py",
+        "safetensors",
+        "numpy",
+    ],
+    extras_require={
+        "test": ["pytest"],
+        "bench": ["keras-hub", "torch", "transformers"],
+    },
+    entry_points={
+        "console_scripts": [
+            "albert-create-vocab=pipelines.bin.create_vocab:run",
+            "albert-create-pretraining-data=pipelines.bin.create_pretraining_data:run",
+            "albert-pretrain=albert_tf.bin.pretrain:run",
+            "albert-convert=albert_tf.bin.convert:run",
+            "albert-demo=albert_tf.bin.demo:run",
+        ],
+    },
+)
