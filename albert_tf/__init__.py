@@ -1,0 +1,7 @@
+"""albert-tf: ALBERT (A Lite BERT) for TensorFlow 2 and Keras 3."""
+
+from albert_tf.config import AlbertConfig
+from albert_tf.models import AlbertEncoder, AlbertPretrainer, pretraining_loss_terms, pretraining_losses
+
+__version__ = "0.1.0"
+from albert_tf.checkpoints import load_checkpoint, save_pretrained

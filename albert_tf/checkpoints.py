@@ -1,0 +1,386 @@
+"""Loading and saving weights: original TF1 checkpoints, Hugging Face, our own format.
+
+One canonical naming drives every converter: the original google-research
+checkpoint names (reference §3.3), e.g.
+`bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel`.
+`original_variable_map` gives, for a built `AlbertPretrainer`, the variable
+behind each canonical name; the Hugging Face reader only translates its key
+names (and torch's [out, in] layout) to canonical names. With sharing other
+than "all", attention and FFN groups are numbered separately under the same
+scheme (group_<g> counts attention groups for `attention_1/...` names and
+FFN groups for `ffn_1/...` and `LayerNorm_1` names).
+
+Formats read by `load_checkpoint`:
+- an original TF1 checkpoint prefix (`.../model.ckpt-125000`) or a folder with
+  a `checkpoint` file whose variables are named `bert/...`; `albert_config.json`
+  next to it (or pass `config=`);
+- a Hugging Face ALBERT folder: `config.json` + `model.safetensors` (read with
+  safetensors' NumPy API: no torch needed);
+- our format: a folder with `albert_config.json` + `model.weights.h5`
+  (written by `save_pretrained` and `albert-convert`);
+- a training checkpoint of this project (`tf.train.Checkpoint(model=...)`),
+  prefix or folder, with `albert_config.json` in the same folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from typing import Dict, List, Mapping, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.config import AlbertConfig
+from albert_tf.models.pretrainer import AlbertPretrainer
+
+CONFIG_FILENAME = "albert_config.json"
+WEIGHTS_FILENAME = "model.weights.h5"
+SPM_MODEL_FILENAME = "spm.model"
+SPM_VOCAB_FILENAME = "spm.vocab"
+
+# Variables of original checkpoints that are not model weights.
+_ORIGINAL_NON_MODEL = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^good_steps$|^loss_scale$)")
+
+
+# ----------------------------------------------------------------------- names
+def original_variable_map(model: AlbertPretrainer) -> Dict[str, "tf.Variable"]:
+    """Canonical (original checkpoint) name -> variable of a built pretrainer."""
+    enc = model.encoder
+    emb = enc.embeddings
+    names: Dict[str, tf.Variable] = {
+        "bert/embeddings/word_embeddings": emb.word_embeddings,
+        "bert/embeddings/token_type_embeddings": emb.token_type_embeddings,
+        "bert/embeddings/position_embeddings": emb.position_embeddings,
+        "bert/embeddings/LayerNorm/gamma": emb.layer_norm.gamma,
+        "bert/embeddings/LayerNorm/beta": emb.layer_norm.beta,
+    }
+    if enc.embedding_projection is not None:
+        names["bert/encoder/embedding_hidden_mapping_in/kernel"] = enc.embedding_projection.kernel
+        names["bert/encoder/embedding_hidden_mapping_in/bias"] = enc.embedding_projection.bias
+    prefix = "bert/encoder/transformer"
+    for g, group in enumerate(enc.transformer.attention_groups):
+        for k, attn in enumerate(group):
+            base = f"{prefix}/group_{g}/inner_group_{k}"
+            for part in ("query", "key", "value"):
+                dense = getattr(attn, part)
+                names[f"{base}/attention_1/self/{part}/kernel"] = dense.kernel
+                names[f"{base}/attention_1/self/{part}/bias"] = dense.bias
+            names[f"{base}/attention_1/output/dense/kernel"] = attn.output_dense.kernel
+            names[f"{base}/attention_1/output/dense/bias"] = attn.output_dense.bias
+            names[f"{base}/LayerNorm/gamma"] = attn.layer_norm.gamma
+            names[f"{base}/LayerNorm/beta"] = attn.layer_norm.beta
+    for g, group in enumerate(enc.transformer.ffn_groups):
+        for k, ffn in enumerate(group):
+            base = f"{prefix}/group_{g}/inner_group_{k}"
+            names[f"{base}/ffn_1/intermediate/dense/kernel"] = ffn.intermediate.kernel
+            names[f"{base}/ffn_1/intermediate/dense/bias"] = ffn.intermediate.bias
+            names[f"{base}/ffn_1/intermediate/output/dense/kernel"] = ffn.output_dense.kernel
+            names[f"{base}/ffn_1/intermediate/output/dense/bias"] = ffn.output_dense.bias
+            names[f"{base}/LayerNorm_1/gamma"] = ffn.layer_norm.gamma
+            names[f"{base}/LayerNorm_1/beta"] = ffn.layer_norm.beta
+    names["bert/pooler/dense/kernel"] = enc.pooler.kernel
+    names["bert/pooler/dense/bias"] = enc.pooler.bias
+    mlm = model.mlm_head
+    names["cls/predictions/transform/dense/kernel"] = mlm.transform.kernel
+    names["cls/predictions/transform/dense/bias"] = mlm.transform.bias
+    names["cls/predictions/transform/LayerNorm/gamma"] = mlm.layer_norm.gamma
+    names["cls/predictions/transform/LayerNorm/beta"] = mlm.layer_norm.beta
+    names["cls/predictions/output_bias"] = mlm.output_bias
+    names["cls/seq_relationship/output_weights"] = model.sop_head.output_weights
+    names["cls/seq_relationship/output_bias"] = model.sop_head.output_bias
+    return names
+
+
+def _is_head(name: str) -> bool:
+    return name.startswith("cls/")
+
+
+def assign_by_name(
+    model: AlbertPretrainer,
+    values: Mapping[str, np.ndarray],
+    source: str,
+    ignore_unused: Optional[re.Pattern] = None,
+) -> None:
+    """Assigns canonical-named arrays to the model's variables.
+
+    Every encoder variable must be present; missing head variables are
+    reported (a warning: an encoder-only checkpoint leaves the heads at their
+    initial values). Unused names are reported. Any shape mismatch is an error
+    naming the variable and both shapes.
+    """
+    targets = original_variable_map(model)
+    mismatched = [
+        f"{name}: checkpoint {tuple(values[name].shape)} vs model {tuple(var.shape)}"
+        for name, var in targets.items()
+        if name in values and tuple(values[name].shape) != tuple(var.shape)
+    ]
+    if mismatched:
+        raise ValueError(
+            f"Shapes in {source} do not match its config:\n  " + "\n  ".join(mismatched)
+        )
+    missing = [name for name in targets if name not in values]
+    missing_encoder = [name for name in missing if not _is_head(name)]
+    if missing_encoder:
+        raise ValueError(
+            f"{source} lacks {len(missing_encoder)} encoder variable(s) the config needs, e.g. "
+            + ", ".join(missing_encoder[:5])
+            + ". Check that the config matches the checkpoint (num_hidden_groups, inner_group_num, sharing)."
+        )
+    if missing:
+        logging.warning(
+            "%s has no values for %d head variable(s); they keep their random initialisation: %s",
+            source,
+            len(missing),
+            ", ".join(missing),
+        )
+    unused = [
+        name
+        for name in values
+        if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
+    ]
+    if unused:
+        logging.warning("%s: %d variable(s) not used by the model: %s", source, len(unused), ", ".join(sorted(unused)))
+    for name, var in targets.items():
+        if name in values:
+            var.assign(np.asarray(values[name], dtype=var.dtype))
+
+
+# --------------------------------------------------------------- original TF1
+def _read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
+    reader = tf.train.load_checkpoint(prefix)
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def _is_original_checkpoint(prefix: str) -> bool:
+    names = [name for name, _ in tf.train.list_variables(prefix)]
+    return any(name.startswith("bert/") for name in names)
+
+
+# --------------------------------------------------------------- Hugging Face
+_HF_ACTIVATIONS = {
+    "gelu_new": "gelu",  # tanh approximation, the original's "gelu"
+    "gelu_pytorch_tanh": "gelu",
+    "gelu": "gelu_exact",  # Hugging Face's "gelu" is the erf form
+    "relu": "relu",
+    "tanh": "tanh",
+    "linear": "linear",
+}
+
+
+def config_from_hf(hf: Mapping) -> AlbertConfig:
+    """An `AlbertConfig` from a Hugging Face ALBERT `config.json` dict."""
+    if hf.get("model_type", "albert") != "albert":
+        raise ValueError(f"config.json has model_type={hf.get('model_type')!r}, expected 'albert'.")
+    act = hf.get("hidden_act", "gelu_new")
+    if act not in _HF_ACTIVATIONS:
+        raise ValueError(f"Unsupported Hugging Face hidden_act {act!r}; supported: {sorted(_HF_ACTIVATIONS)}.")
+    position_type = hf.get("position_embedding_type", "absolute")
+    if position_type != "absolute":
+        raise ValueError(f"Unsupported position_embedding_type {position_type!r}; only 'absolute' exists in ALBERT.")
+    eps = hf.get("layer_norm_eps", 1e-12)
+    if abs(eps - 1e-12) > 1e-15:
+        logging.warning("config.json has layer_norm_eps=%g; this implementation uses the original's 1e-12.", eps)
+    keys = (
+        "vocab_size",
+        "embedding_size",
+        "hidden_size",
+        "num_hidden_layers",
+        "num_hidden_groups",
+        "inner_group_num",
+        "num_attention_heads",
+        "intermediate_size",
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "max_position_embeddings",
+        "type_vocab_size",
+        "initializer_range",
+    )
+    values = {k: hf[k] for k in keys if k in hf}
+    return AlbertConfig(hidden_act=_HF_ACTIVATIONS[act], **values)
+
+
+def _hf_to_original_name(key: str) -> Optional[Tuple[str, bool]]:
+    """Hugging Face key -> (canonical name, transpose?) or None if not a weight."""
+    key = key[len("albert."):] if key.startswith("albert.") else key
+    simple = {
+        "embeddings.word_embeddings.weight": ("bert/embeddings/word_embeddings", False),
+        "embeddings.token_type_embeddings.weight": ("bert/embeddings/token_type_embeddings", False),
+        "embeddings.position_embeddings.weight": ("bert/embeddings/position_embeddings", False),
+        "embeddings.LayerNorm.weight": ("bert/embeddings/LayerNorm/gamma", False),
+        "embeddings.LayerNorm.bias": ("bert/embeddings/LayerNorm/beta", False),
+        "encoder.embedding_hidden_mapping_in.weight": ("bert/encoder/embedding_hidden_mapping_in/kernel", True),
+        "encoder.embedding_hidden_mapping_in.bias": ("bert/encoder/embedding_hidden_mapping_in/bias", False),
+        "pooler.weight": ("bert/pooler/dense/kernel", True),
+        "pooler.bias": ("bert/pooler/dense/bias", False),
+        "predictions.dense.weight": ("cls/predictions/transform/dense/kernel", True),
+        "predictions.dense.bias": ("cls/predictions/transform/dense/bias", False),
+        "predictions.LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
+        "predictions.LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False),
+        "predictions.bias": ("cls/predictions/output_bias", False),
+        "sop_classifier.classifier.weight": ("cls/seq_relationship/output_weights", False),
+        "sop_classifier.classifier.bias": ("cls/seq_relationship/output_bias", False),
+    }
+    if key in simple:
+        return simple[key]
+    match = re.fullmatch(r"encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)\.(weight|bias)", key)
+    if not match:
+        return None
+    g, k, part, kind = match.groups()
+    base = f"bert/encoder/transformer/group_{g}/inner_group_{k}"
+    dense_parts = {
+        "attention.query": "attention_1/self/query",
+        "attention.key": "attention_1/self/key",
+        "attention.value": "attention_1/self/value",
+        "attention.dense": "attention_1/output/dense",
+        "ffn": "ffn_1/intermediate/dense",
+        "ffn_output": "ffn_1/intermediate/output/dense",
+    }
+    norm_parts = {"attention.LayerNorm": "LayerNorm", "full_layer_layer_norm": "LayerNorm_1"}
+    if part in dense_parts:
+        return f"{base}/{dense_parts[part]}/{'kernel' if kind == 'weight' else 'bias'}", kind == "weight"
+    if part in norm_parts:
+        return f"{base}/{norm_parts[part]}/{'gamma' if kind == 'weight' else 'beta'}", False
+    return None
+
+
+# Keys of Hugging Face files that are buffers or tied copies, not extra weights.
+_HF_REDUNDANT = re.compile(r"(position_ids$|^predictions\.decoder\.(weight|bias)$)")
+
+
+def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
+    from safetensors.numpy import load_file  # local import: only this path needs it
+
+    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
+        config = config_from_hf(json.load(f))
+    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    values: Dict[str, np.ndarray] = {}
+    unused: List[str] = []
+    for key, array in tensors.items():
+        mapped = _hf_to_original_name(key)
+        if mapped is None:
+            if not _HF_REDUNDANT.search(key):
+                unused.append(key)
+            continue
+        name, transpose = mapped
+        values[name] = array.T if transpose else array
+    if "cls/predictions/output_bias" not in values and "predictions.decoder.bias" in tensors:
+        values["cls/predictions/output_bias"] = tensors["predictions.decoder.bias"]
+    if unused:
+        logging.warning("%s: %d tensor(s) not used by the model: %s", folder, len(unused), ", ".join(sorted(unused)))
+    return config, values
+
+
+# -------------------------------------------------------------------- loading
+def _config_next_to(path: str) -> AlbertConfig:
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    config_path = os.path.join(folder, CONFIG_FILENAME)
+    if not os.path.exists(config_path):
+        raise FileNotFoundError(
+            f"No {CONFIG_FILENAME} next to checkpoint {path!r}; pass config=AlbertConfig(...) to load_checkpoint."
+        )
+    return AlbertConfig.from_json_file(config_path)
+
+
+def _checkpoint_prefix(path: str) -> Optional[str]:
+    if os.path.isdir(path):
+        return tf.train.latest_checkpoint(path)
+    if tf.io.gfile.exists(path + ".index"):
+        return path
+    return None
+
+
+def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None) -> AlbertPretrainer:
+    """Builds an `AlbertPretrainer` and loads weights from any supported source.
+
+    Args:
+        path: an original TF1 checkpoint prefix or folder, a Hugging Face ALBERT
+            folder, a folder written by `save_pretrained`, or a training
+            checkpoint (prefix or folder) of this project.
+        config: overrides the config found next to the weights (not for
+            Hugging Face folders, whose config.json is authoritative).
+        dtype: optional Keras dtype policy for the model, e.g. "mixed_bfloat16".
+
+    Returns:
+        The pretrainer with weights; `.encoder` is the encoder.
+
+    Example:
+    >>> pre = albert_tf.load_checkpoint("albert_base_v2/model.ckpt-best")  # doctest: +SKIP
+    """
+    if not tf.io.gfile.exists(path) and not tf.io.gfile.exists(path + ".index"):
+        raise FileNotFoundError(f"Checkpoint path {path!r} does not exist.")
+    kwargs = {} if dtype is None else {"dtype": dtype}
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
+        hf_config, values = _read_hf_folder(path)
+        model = AlbertPretrainer(hf_config, **kwargs)
+        assign_by_name(model, values, source=path)
+        return model
+    if os.path.isdir(path) and os.path.exists(os.path.join(path, WEIGHTS_FILENAME)):
+        model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
+        _load_keras_weights(model, os.path.join(path, WEIGHTS_FILENAME))
+        return model
+    prefix = _checkpoint_prefix(path)
+    if prefix is None:
+        raise ValueError(
+            f"{path!r} is not a checkpoint this library reads: expected a TF checkpoint prefix (with .index), "
+            f"a folder with a 'checkpoint' file, a folder with {WEIGHTS_FILENAME} + {CONFIG_FILENAME}, or a "
+            "Hugging Face folder with config.json + model.safetensors."
+        )
+    model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
+    if _is_original_checkpoint(prefix):
+        assign_by_name(model, _read_tf1_checkpoint(prefix), source=prefix, ignore_unused=_ORIGINAL_NON_MODEL)
+    else:
+        status = tf.train.Checkpoint(model=model).read(prefix)
+        try:
+            status.assert_existing_objects_matched()
+        except AssertionError as e:
+            raise ValueError(f"Training checkpoint {prefix} does not match the config: {e}") from e
+        status.expect_partial()
+    return model
+
+
+def _load_keras_weights(model: AlbertPretrainer, path: str) -> None:
+    try:
+        model.load_weights(path)
+    except ValueError as e:
+        raise ValueError(f"Weights in {path} do not match the model built from its config: {e}") from e
+
+
+# -------------------------------------------------------------------- saving
+def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None) -> str:
+    """Writes our format: albert_config.json + model.weights.h5 (+ spm.model).
+
+    Files are written under temporary names and renamed, so a crash never
+    leaves a half-written weights file under the final name.
+
+    Args:
+        model: an `AlbertPretrainer`.
+        output_dir: folder to write (created if needed).
+        spm_model_file: optional SentencePiece model to copy as spm.model (and
+            its .vocab, when it sits next to it, as spm.vocab).
+
+    Returns:
+        output_dir.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    tmp_weights = os.path.join(output_dir, f"tmp-{os.getpid()}.{WEIGHTS_FILENAME}")
+    model.save_weights(tmp_weights)
+    os.replace(tmp_weights, os.path.join(output_dir, WEIGHTS_FILENAME))
+    model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
+    if spm_model_file:
+        _copy_atomic(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))
+        vocab = os.path.splitext(spm_model_file)[0] + ".vocab"
+        if os.path.exists(vocab):
+            _copy_atomic(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
+    return output_dir
+
+
+def _copy_atomic(src: str, dst: str) -> None:
+    if os.path.abspath(src) == os.path.abspath(dst):
+        return
+    tmp = f"{dst}.tmp-{os.getpid()}"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)

@@ -1,0 +1,36 @@
+"""Activation functions by their config names."""
+
+from typing import Callable
+
+import keras
+
+
+def _gelu_tanh(x):
+    return keras.activations.gelu(x, approximate=True)
+
+
+def _gelu_erf(x):
+    return keras.activations.gelu(x, approximate=False)
+
+
+_ACTIVATIONS = {
+    # The original modeling.py's "gelu" is the tanh approximation.
+    "gelu": _gelu_tanh,
+    "gelu_new": _gelu_tanh,
+    "gelu_exact": _gelu_erf,
+    "relu": keras.activations.relu,
+    "tanh": keras.activations.tanh,
+    "linear": keras.activations.linear,
+}
+
+
+def get_activation(name: str) -> Callable:
+    """Returns the activation function for an `AlbertConfig.hidden_act` name.
+
+    Args:
+        name: "gelu" (tanh approximation), "gelu_new", "gelu_exact" (erf),
+            "relu", "tanh" or "linear".
+    """
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"Unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}.")
+    return _ACTIVATIONS[name]

@@ -1,0 +1,69 @@
+"""The feed-forward sublayer of an ALBERT block (post-LayerNorm)."""
+
+import keras
+import tensorflow as tf
+
+from albert_tf.layers.activations import get_activation
+from albert_tf.layers.embeddings import layer_norm
+
+
+class AlbertFeedForward(keras.layers.Layer):
+    """`LayerNorm(x + dropout(W_2 act(W_1 x + b_1) + b_2))`, as the original.
+
+    Args:
+        hidden_size: width H.
+        intermediate_size: inner width I.
+        hidden_act: activation name (see `get_activation`).
+        initializer_range: stddev of the truncated-normal kernel initializer.
+        hidden_dropout: dropout on the output.
+
+    Example:
+    >>> ffn = AlbertFeedForward(32, 64, "gelu", 0.02, 0.0)
+    >>> ffn(tf.random.normal([1, 5, 32])).shape
+    TensorShape([1, 5, 32])
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        intermediate_size: int,
+        hidden_act: str,
+        initializer_range: float,
+        hidden_dropout: float,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.hidden_dropout_rate = hidden_dropout
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.intermediate = keras.layers.Dense(
+            intermediate_size,
+            activation=get_activation(hidden_act),
+            kernel_initializer=init,
+            name="intermediate",
+            dtype=self.dtype_policy,
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, name="output_dense", dtype=self.dtype_policy
+        )
+        self.output_dropout = keras.layers.Dropout(hidden_dropout)
+        self.layer_norm = layer_norm("layer_norm")
+
+    def call(self, x, training=None):
+        out = self.output_dense(self.intermediate(x))
+        out = self.output_dropout(out, training=training)
+        return self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x, tf.float32))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            initializer_range=self.initializer_range,
+            hidden_dropout=self.hidden_dropout_rate,
+        )
+        return config

@@ -1,0 +1,102 @@
+"""The L-layer encoder stack with cross-layer parameter sharing."""
+
+from typing import List
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.layers.attention import AlbertAttention
+from albert_tf.layers.feed_forward import AlbertFeedForward
+
+
+def group_for_layer(layer_index: int, num_layers: int, num_groups: int) -> int:
+    """The parameter group used by a layer: int(l * G / L), as the original."""
+    return layer_index * num_groups // num_layers
+
+
+class AlbertTransformerStack(keras.layers.Layer):
+    """L layers of attention + FFN blocks that reuse parameter groups.
+
+    Each parameter group holds K inner blocks (`inner_group_num`) applied in
+    sequence inside a layer. Attention and FFN sublayers are grouped separately
+    so that the four sharing strategies of the paper fall out of one rule:
+
+    | sharing     | attention groups | FFN groups |
+    |-------------|------------------|------------|
+    | "all"       | G                | G          |
+    | "attention" | G                | L          |
+    | "ffn"       | L                | G          |
+    | "none"      | L                | L          |
+
+    Layer l uses attention group int(l*Ga/L) and FFN group int(l*Gf/L); with
+    "all" this is exactly the original's `group_<g>/inner_group_<k>` layout.
+
+    Args:
+        config: an `AlbertConfig`.
+
+    Example:
+    >>> stack = AlbertTransformerStack(AlbertConfig.tiny())
+    >>> x = tf.random.normal([1, 5, 32])
+    >>> stack(x, attention_mask_bias(tf.ones([1, 5])))[-1].shape
+    TensorShape([1, 5, 32])
+    """
+
+    def __init__(self, config: AlbertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        c = config
+        self.attention_groups: List[List[AlbertAttention]] = [
+            [
+                AlbertAttention(
+                    c.hidden_size,
+                    c.num_attention_heads,
+                    c.initializer_range,
+                    c.attention_probs_dropout_prob,
+                    c.hidden_dropout_prob,
+                    name=f"attention_group_{g}_inner_{k}",
+                    dtype=self.dtype_policy,
+                )
+                for k in range(c.inner_group_num)
+            ]
+            for g in range(c.num_attention_groups)
+        ]
+        self.ffn_groups: List[List[AlbertFeedForward]] = [
+            [
+                AlbertFeedForward(
+                    c.hidden_size,
+                    c.intermediate_size,
+                    c.hidden_act,
+                    c.initializer_range,
+                    c.hidden_dropout_prob,
+                    name=f"ffn_group_{g}_inner_{k}",
+                    dtype=self.dtype_policy,
+                )
+                for k in range(c.inner_group_num)
+            ]
+            for g in range(c.num_ffn_groups)
+        ]
+
+    def call(self, x, mask_bias, training=None):
+        """Returns the output of every inner block: a list of L*K tensors [B, T, H]."""
+        c = self.config
+        outputs = []
+        for layer_index in range(c.num_hidden_layers):
+            attention = self.attention_groups[
+                group_for_layer(layer_index, c.num_hidden_layers, c.num_attention_groups)
+            ]
+            ffn = self.ffn_groups[group_for_layer(layer_index, c.num_hidden_layers, c.num_ffn_groups)]
+            for k in range(c.inner_group_num):
+                x = attention[k](x, mask_bias, training=training)
+                x = ffn[k](x, training=training)
+                outputs.append(x)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config["config"] = self.config.to_dict()
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig(**config.pop("config")), **config)

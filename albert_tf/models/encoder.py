@@ -1,0 +1,117 @@
+"""AlbertEncoder: embeddings -> E->H projection -> shared transformer stack -> pooler."""
+
+from typing import Dict, Mapping
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.layers.attention import attention_mask_bias
+from albert_tf.layers.embeddings import AlbertEmbeddings
+from albert_tf.layers.transformer_stack import AlbertTransformerStack
+
+ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _dummy_inputs() -> Dict[str, tf.Tensor]:
+    ids = tf.constant([[2, 3]], tf.int32)
+    return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
+
+
+class AlbertEncoder(keras.Model):
+    """The ALBERT encoder (backbone) with its pooler.
+
+    Inputs are a dict of int32 [B, T] tensors: `input_ids`, and optionally
+    `input_mask` (1 = real token; default all ones) and `segment_ids`
+    (default zeros). Other keys are ignored. Outputs are a dict with
+    `sequence_output` [B, T, H] and `pooled_output` [B, H] (tanh of a dense
+    layer on the [CLS] position). Works at any T <= max_position_embeddings.
+    The model is built (all weights created) at construction.
+
+    Args:
+        config: an `AlbertConfig`.
+        **kwargs: passed to `keras.Model` (e.g. `name`, `dtype`).
+
+    Example:
+    >>> import albert_tf, tensorflow as tf
+    >>> enc = albert_tf.AlbertEncoder(albert_tf.AlbertConfig.tiny())
+    >>> ids = tf.constant([[2, 17, 43, 3]])
+    >>> out = enc({"input_ids": ids, "input_mask": tf.ones_like(ids),
+    ...            "segment_ids": tf.zeros_like(ids)})
+    >>> out["sequence_output"].shape, out["pooled_output"].shape
+    (TensorShape([1, 4, 32]), TensorShape([1, 32]))
+    """
+
+    def __init__(self, config: AlbertConfig, **kwargs):
+        kwargs.setdefault("name", "albert_encoder")
+        super().__init__(**kwargs)
+        if not isinstance(config, AlbertConfig):
+            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}.")
+        self.config = config
+        init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+        self.embeddings = AlbertEmbeddings(
+            config.vocab_size,
+            config.embedding_size,
+            config.max_position_embeddings,
+            config.type_vocab_size,
+            config.initializer_range,
+            config.hidden_dropout_prob,
+            name="embeddings",
+        )
+        # As the original: the E -> H projection exists only when E != H.
+        self.embedding_projection = None
+        if config.embedding_size != config.hidden_size:
+            self.embedding_projection = keras.layers.Dense(
+                config.hidden_size,
+                kernel_initializer=init,
+                name="embedding_projection",
+                dtype=self.dtype_policy,
+            )
+        self.transformer = AlbertTransformerStack(config, name="transformer", dtype=self.dtype_policy)
+        self.pooler = keras.layers.Dense(
+            config.hidden_size,
+            activation="tanh",
+            kernel_initializer=init,
+            name="pooler",
+            dtype=self.dtype_policy,
+        )
+        self(_dummy_inputs())
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training=None, return_all_layers: bool = False):
+        if not isinstance(inputs, Mapping) or "input_ids" not in inputs:
+            raise ValueError(
+                "AlbertEncoder expects a dict with at least 'input_ids' (and optionally "
+                f"'input_mask', 'segment_ids'), got {type(inputs).__name__}"
+                + (f" with keys {sorted(inputs)}" if isinstance(inputs, Mapping) else "")
+                + "."
+            )
+        input_ids = tf.cast(inputs["input_ids"], tf.int32)
+        if input_ids.shape.rank != 2:
+            raise ValueError(f"input_ids must have shape [batch, seq_length], got {input_ids.shape}.")
+        input_mask = inputs.get("input_mask")
+        input_mask = tf.ones_like(input_ids) if input_mask is None else tf.cast(input_mask, tf.int32)
+        segment_ids = inputs.get("segment_ids")
+        segment_ids = tf.zeros_like(input_ids) if segment_ids is None else tf.cast(segment_ids, tf.int32)
+
+        x = self.embeddings(input_ids, segment_ids, training=training)
+        if self.embedding_projection is not None:
+            x = self.embedding_projection(x)
+        layers = self.transformer(x, attention_mask_bias(input_mask), training=training)
+        sequence_output = layers[-1]
+        pooled_output = self.pooler(sequence_output[:, 0])
+        outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}
+        if return_all_layers:
+            outputs["all_layers"] = layers
+        return outputs
+
+    def build(self, input_shape=None):
+        # Sublayers build on the first call (made by __init__ on a dummy batch).
+        pass
+
+    def get_config(self):
+        return {"name": self.name, "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig(**config.pop("config")), **config)

@@ -1,0 +1,170 @@
+"""AlbertPretrainer: encoder + masked-LM head + sentence-order head, with losses."""
+
+from typing import Dict, Mapping
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.layers.heads import MaskedLMHead, SentenceOrderHead
+from albert_tf.models.encoder import AlbertEncoder, _dummy_inputs
+
+# The original's denominator guard in the masked-LM loss.
+MLM_WEIGHT_EPSILON = 1e-5
+
+
+def pretraining_loss_terms(batch: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Sums over the local batch from which the original's losses follow.
+
+    `mlm_loss = mlm_nll_sum / (mlm_weight_sum + 1e-5)`,
+    `sop_loss = sop_nll_sum / num_examples`. Returning sums (not ratios) lets a
+    distributed or accumulating loop divide by global denominators and get the
+    exact big-batch loss.
+
+    Args:
+        batch: dict with `masked_lm_ids` [B, P], `masked_lm_weights` [B, P] and
+            `next_sentence_labels` [B] or [B, 1].
+        outputs: the pretrainer's outputs (`mlm_logits`, `sop_logits`).
+
+    Returns:
+        float32 scalars: mlm_nll_sum, mlm_weight_sum, mlm_correct_sum,
+        sop_nll_sum, sop_correct_sum, num_examples.
+    """
+    mlm_logits = tf.cast(outputs["mlm_logits"], tf.float32)
+    labels = tf.cast(batch["masked_lm_ids"], tf.int32)
+    weights = tf.cast(batch["masked_lm_weights"], tf.float32)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=mlm_logits)
+    mlm_hits = tf.cast(tf.equal(tf.argmax(mlm_logits, -1, output_type=tf.int32), labels), tf.float32)
+
+    sop_logits = tf.cast(outputs["sop_logits"], tf.float32)
+    sop_labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
+    sop_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=sop_labels, logits=sop_logits)
+    sop_hits = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), sop_labels), tf.float32)
+    return {
+        "mlm_nll_sum": tf.reduce_sum(weights * nll),
+        "mlm_weight_sum": tf.reduce_sum(weights),
+        "mlm_correct_sum": tf.reduce_sum(weights * mlm_hits),
+        "sop_nll_sum": tf.reduce_sum(sop_nll),
+        "sop_correct_sum": tf.reduce_sum(sop_hits),
+        "num_examples": tf.cast(tf.shape(sop_labels)[0], tf.float32),
+    }
+
+
+def pretraining_losses(terms: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """The original's losses and accuracies from `pretraining_loss_terms` sums."""
+    mlm_loss = terms["mlm_nll_sum"] / (terms["mlm_weight_sum"] + MLM_WEIGHT_EPSILON)
+    sop_loss = terms["sop_nll_sum"] / tf.maximum(terms["num_examples"], 1.0)
+    return {
+        "loss": mlm_loss + sop_loss,
+        "mlm_loss": mlm_loss,
+        "sop_loss": sop_loss,
+        "mlm_accuracy": terms["mlm_correct_sum"] / tf.maximum(terms["mlm_weight_sum"], MLM_WEIGHT_EPSILON),
+        "sop_accuracy": terms["sop_correct_sum"] / tf.maximum(terms["num_examples"], 1.0),
+    }
+
+
+class AlbertPretrainer(keras.Model):
+    """ALBERT with its pretraining heads: masked LM and sentence-order prediction.
+
+    Inputs: the encoder's dict plus `masked_lm_positions` [B, P] int32. Extra
+    keys (the TFRecord's labels) are ignored by `call`, so a batch from the
+    pretraining reader can be passed as is. Outputs: `sequence_output`,
+    `pooled_output`, `mlm_logits` [B, P, V] and `sop_logits` [B, 2] (float32).
+
+    `compile(optimizer=...)` then `fit(dataset)` trains with the original's
+    losses (weighted masked-LM loss + SOP cross-entropy) and reports loss,
+    mlm_loss, sop_loss, mlm_accuracy and sop_accuracy. `pre.encoder` is the
+    `AlbertEncoder` to fine-tune or export.
+
+    Args:
+        config: an `AlbertConfig`.
+        **kwargs: passed to `keras.Model`.
+
+    Example:
+    >>> import albert_tf, tensorflow as tf
+    >>> pre = albert_tf.AlbertPretrainer(albert_tf.AlbertConfig.tiny())
+    >>> ids = tf.constant([[2, 17, 4, 3]])
+    >>> out = pre({"input_ids": ids, "masked_lm_positions": tf.constant([[2]])})
+    >>> out["mlm_logits"].shape, out["sop_logits"].shape
+    (TensorShape([1, 1, 100]), TensorShape([1, 2]))
+    """
+
+    def __init__(self, config: AlbertConfig, **kwargs):
+        kwargs.setdefault("name", "albert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.encoder = AlbertEncoder(config, dtype=self.dtype_policy)
+        self.mlm_head = MaskedLMHead(
+            config.vocab_size,
+            config.embedding_size,
+            config.hidden_act,
+            config.initializer_range,
+            name="mlm_head",
+            dtype=self.dtype_policy,
+        )
+        self.sop_head = SentenceOrderHead(
+            config.hidden_size, config.initializer_range, name="sop_head", dtype=self.dtype_policy
+        )
+        self._trackers = {
+            name: keras.metrics.Mean(name=name)
+            for name in ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
+        }
+        dummy = _dummy_inputs()
+        dummy["masked_lm_positions"] = tf.constant([[1]], tf.int32)
+        self(dummy)
+
+    def call(self, inputs: Mapping[str, tf.Tensor], training=None):
+        if "masked_lm_positions" not in inputs:
+            raise ValueError(
+                f"AlbertPretrainer needs 'masked_lm_positions' in its inputs; got keys {sorted(inputs)}."
+            )
+        outputs = dict(self.encoder(inputs, training=training))
+        positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
+        gathered = tf.gather(outputs["sequence_output"], positions, batch_dims=1)
+        outputs["mlm_logits"] = self.mlm_head(gathered, self.encoder.embeddings.word_embeddings)
+        outputs["sop_logits"] = self.sop_head(outputs["pooled_output"])
+        return outputs
+
+    # ----------------------------------------------------------- Keras fit
+    @property
+    def metrics(self):
+        return list(self._trackers.values())
+
+    def _update_trackers(self, terms):
+        values = pretraining_losses(terms)
+        for name in ("loss", "mlm_loss", "sop_loss", "sop_accuracy"):
+            self._trackers[name].update_state(values[name])
+        self._trackers["mlm_accuracy"].update_state(
+            values["mlm_accuracy"], sample_weight=terms["mlm_weight_sum"]
+        )
+        return {name: tracker.result() for name, tracker in self._trackers.items()}
+
+    def train_step(self, data):
+        batch = data[0] if isinstance(data, tuple) else data
+        with tf.GradientTape() as tape:
+            outputs = self(batch, training=True)
+            terms = pretraining_loss_terms(batch, outputs)
+            loss = pretraining_losses(terms)["loss"]
+            # Gradients are summed over replicas by the optimizer.
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            scaled = self.optimizer.scale_loss(loss / replicas)
+        grads = tape.gradient(scaled, self.trainable_variables)
+        self.optimizer.apply(grads, self.trainable_variables)
+        return self._update_trackers(terms)
+
+    def test_step(self, data):
+        batch = data[0] if isinstance(data, tuple) else data
+        outputs = self(batch, training=False)
+        return self._update_trackers(pretraining_loss_terms(batch, outputs))
+
+    def build(self, input_shape=None):
+        # Sublayers build on the first call (made by __init__ on a dummy batch).
+        pass
+
+    def get_config(self):
+        return {"name": self.name, "config": self.config.to_dict()}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig(**config.pop("config")), **config)

@@ -1,0 +1,195 @@
+"""LAMB, AdamW and the schedule against a NumPy port of the original formulas."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import optimization
+
+WD, B1, B2, EPS = 0.01, 0.9, 0.999, 1e-6
+
+
+def _np_original_step(w, g, m, v, lr, decay, adapt):
+    """One step of lamb_optimizer.LAMBOptimizer / AdamWeightDecayOptimizer."""
+    m = B1 * m + (1 - B1) * g
+    v = B2 * v + (1 - B2) * g * g
+    u = m / (np.sqrt(v) + EPS)
+    if decay:
+        u = u + WD * w
+    r = 1.0
+    if adapt:
+        w_norm, u_norm = np.linalg.norm(w), np.linalg.norm(u)
+        r = w_norm / u_norm if (w_norm > 0 and u_norm > 0) else 1.0
+    return w - r * lr * u, m, v
+
+
+def _np_clip(grads, clip_norm):
+    norm = math.sqrt(sum(float(np.sum(g * g)) for g in grads))
+    return [g * clip_norm / max(norm, clip_norm) for g in grads]
+
+
+def _variables():
+    """Variables whose Keras paths exercise the exclusion regexes."""
+    rng = np.random.default_rng(0)
+    dense = keras.layers.Dense(3, name="dense")
+    dense.build((None, 4))
+    norm = keras.layers.LayerNormalization(name="LayerNorm")
+    norm.build((None, 3))
+    head = keras.layers.Dense(2, name="mlm_head")
+    head.build((None, 3))
+    emb = keras.layers.Embedding(7, 3, name="word_embeddings")
+    emb.build((None,))
+    for var in (dense.kernel, dense.bias, norm.gamma, norm.beta, emb.embeddings):
+        var.assign(rng.normal(size=var.shape).astype("float32"))
+    head.kernel.assign(np.zeros(head.kernel.shape, "float32"))  # zero norm
+    variables = [dense.kernel, dense.bias, norm.gamma, norm.beta,
+                 emb.embeddings, head.kernel, head.bias]
+    excluded = {"dense/bias", "LayerNorm/gamma", "LayerNorm/beta",
+                "mlm_head/bias"}
+    assert {v.path for v in variables} >= excluded  # the names the test relies on
+    flags = [v.path not in excluded for v in variables]
+    return variables, flags
+
+
+def _run(opt_cls, adapt, steps, lr, clip=None, grad_scale=1.0):
+    variables, flags = _variables()
+    opt = opt_cls(learning_rate=lr, global_clipnorm=clip)
+    rng = np.random.default_rng(1)
+    ws = [v.numpy().astype(np.float64) for v in variables]
+    ms = [np.zeros_like(w) for w in ws]
+    vs = [np.zeros_like(w) for w in ws]
+    for step in range(steps):
+        grads = [grad_scale * rng.normal(size=w.shape) for w in ws]
+        grads[-2] = np.zeros_like(grads[-2]) if step == 0 else grads[-2]
+        opt.apply_gradients(
+            [(tf.constant(g, tf.float32), v) for g, v in zip(grads, variables)])
+        if clip:
+            grads = _np_clip(grads, clip)
+        lr_t = lr(step) if callable(lr) else lr
+        lr_t = float(lr_t)
+        for i, flag in enumerate(flags):
+            ws[i], ms[i], vs[i] = _np_original_step(
+                ws[i], grads[i], ms[i], vs[i], lr_t, decay=flag,
+                adapt=adapt and flag)
+    return variables, ws, flags
+
+
+@pytest.mark.parametrize("opt_cls,adapt", [
+    (optimization.Lamb, True), (optimization.AdamWeightDecay, False)])
+def test_one_step_matches_numpy_original(opt_cls, adapt):
+    variables, expected, _ = _run(opt_cls, adapt, steps=1, lr=0.01)
+    for var, want in zip(variables, expected):
+        np.testing.assert_allclose(var.numpy(), want, rtol=2e-6, atol=1e-7,
+                                   err_msg=var.path)
+
+
+@pytest.mark.parametrize("opt_cls,adapt", [
+    (optimization.Lamb, True), (optimization.AdamWeightDecay, False)])
+def test_steps_with_schedule_and_clipping_match_numpy(opt_cls, adapt):
+    schedule = optimization.WarmupPolynomialDecay(0.05, decay_steps=10,
+                                                  warmup_steps=2)
+    # grad_scale makes the global norm far above 1.0, so clipping is active.
+    variables, expected, _ = _run(opt_cls, adapt, steps=4, lr=schedule,
+                                  clip=1.0, grad_scale=3.0)
+    for var, want in zip(variables, expected):
+        np.testing.assert_allclose(var.numpy(), want, rtol=2e-5, atol=1e-6,
+                                   err_msg=var.path)
+
+
+def test_lamb_first_step_is_not_keras_lamb():
+    # Hand-worked: zero weight, excluded from decay and adaptation (a bias),
+    # gradient 1: u = 0.1 / (sqrt(0.001) + 1e-6) = 3.16218, step = lr * u.
+    bias = keras.Variable(np.zeros(2, "float32"), name="bias")
+    opt = optimization.Lamb(learning_rate=0.01)
+    opt.apply_gradients([(tf.ones(2), bias)])
+    np.testing.assert_allclose(bias.numpy(), [-0.0316218] * 2, rtol=1e-5)
+    # keras.optimizers.Lamb moves -0.0100 here (bias correction).
+    bias_k = keras.Variable(np.zeros(2, "float32"), name="bias")
+    keras.optimizers.Lamb(learning_rate=0.01).apply_gradients(
+        [(tf.ones(2), bias_k)])
+    assert not np.allclose(bias_k.numpy(), bias.numpy(), rtol=0.1)
+
+
+def test_trust_ratio_sets_step_norm_to_lr_times_weight_norm():
+    w0 = np.array([[3.0, 4.0], [0.0, 12.0]], "float32")
+    kernel = keras.Variable(w0, name="kernel")
+    opt = optimization.Lamb(learning_rate=0.1, weight_decay_rate=0.0)
+    opt.apply_gradients([(tf.constant([[1.0, -2.0], [0.5, 7.0]]), kernel)])
+    step_norm = np.linalg.norm(kernel.numpy() - w0)
+    np.testing.assert_allclose(step_norm, 0.1 * np.linalg.norm(w0), rtol=1e-5)
+
+
+def test_nonfinite_gradients_leave_state_unchanged():
+    kernel = keras.Variable(np.ones((2, 2), "float32"), name="kernel")
+    bias = keras.Variable(np.ones(2, "float32"), name="bias")
+    opt = optimization.Lamb(learning_rate=0.1, global_clipnorm=1.0)
+    opt.apply_gradients([(tf.ones((2, 2)), kernel), (tf.ones(2), bias)])
+    before = [kernel.numpy(), bias.numpy()] + [s.numpy() for s in opt._adam_m]
+    # One NaN in one variable: clipping spreads it, so nothing moves.
+    opt.apply_gradients([(tf.constant([[1.0, np.nan], [1.0, 1.0]]), kernel),
+                         (tf.ones(2), bias)])
+    after = [kernel.numpy(), bias.numpy()] + [s.numpy() for s in opt._adam_m]
+    for b, a in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_indexed_slices_gradient_equals_dense():
+    table = np.arange(12, dtype="float32").reshape(4, 3) / 10
+    results = []
+    for sparse in (False, True):
+        var = keras.Variable(table, name="word_embeddings")
+        opt = optimization.Lamb(learning_rate=0.1)
+        values = tf.constant([[1.0, 2.0, 3.0]])
+        if sparse:
+            grad = tf.IndexedSlices(values, tf.constant([2]), tf.constant([4, 3]))
+        else:
+            grad = tf.scatter_nd([[2]], values, [4, 3])
+        opt.apply_gradients([(grad, var)])
+        results.append(var.numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
+
+
+def _np_schedule(step, lr0, total, warmup, power, start=0):
+    decayed = lr0 * (1 - min(step, total) / total) ** power
+    if warmup and step - start < warmup:
+        return lr0 * (step - start) / warmup
+    return decayed
+
+
+@pytest.mark.parametrize("warmup,power,start", [(10, 1.0, 0), (0, 1.0, 0),
+                                                (10, 0.5, 3)])
+def test_schedule_matches_original_formula(warmup, power, start):
+    schedule = optimization.WarmupPolynomialDecay(
+        0.00176, decay_steps=100, warmup_steps=warmup, power=power,
+        start_warmup_step=start)
+    for step in [0, 1, 5, 9, 10, 11, 12, 13, 50, 99, 100, 150]:
+        np.testing.assert_allclose(
+            float(schedule(step)),
+            _np_schedule(step, 0.00176, 100, warmup, power, start),
+            rtol=1e-6, atol=1e-12, err_msg=f"step {step}")
+
+
+def test_schedule_drops_at_end_of_warmup_like_the_original():
+    # Paper recipe: the rate drops from ~lr0 to lr0 * (1 - 3125/125000).
+    schedule = optimization.WarmupPolynomialDecay(0.00176, 125000, 3125)
+    np.testing.assert_allclose(float(schedule(3124)), 0.00176 * 3124 / 3125,
+                               rtol=1e-6)
+    np.testing.assert_allclose(float(schedule(3125)), 0.00176 * 0.975,
+                               rtol=1e-6)
+
+
+def test_config_round_trip_and_bad_values():
+    opt = optimization.create_optimizer("lamb", optimization.WarmupPolynomialDecay(
+        1e-3, 10, 2))
+    clone = optimization.Lamb.from_config(opt.get_config())
+    assert clone.get_config() == opt.get_config()
+    assert clone.global_clipnorm == 1.0 and clone.epsilon == 1e-6
+    with pytest.raises(ValueError, match="'sgd'"):
+        optimization.create_optimizer("sgd", 1e-3)
+    with pytest.raises(ValueError, match="weight_decay"):
+        optimization.Lamb(weight_decay=0.1)
+    with pytest.raises(ValueError, match="-1"):
+        optimization.WarmupPolynomialDecay(1e-3, 10, warmup_steps=-1)
