@@ -11,7 +11,8 @@ change training:
   search) get neither weight decay nor the trust ratio (a plain Adam step);
 * the trust ratio is ``||w|| / ||u||`` over the whole tensor, 1 when either norm
   is zero, never clipped;
-* gradients are clipped to a global norm of 1.0 *for the global batch*.
+* gradients are clipped to a global norm of 1.0 *for the global batch*
+  (embedding gradients are densified first, so the norm is the gradient's).
 
 Keras clips gradients before its cross-replica all-reduce, which would clip
 each replica's share; these optimizers clip after the all-reduce instead, so
@@ -193,21 +194,24 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         return grads
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        if not self.global_clipnorm:
-            return super()._backend_update_step(
-                grads, trainable_variables, learning_rate)
         variables = [
             v.value if isinstance(v, keras.Variable) else v
             for v in trainable_variables
         ]
+        # Dense embedding gradients: the norm of IndexedSlices values counts
+        # repeated rows separately (not the gradient's norm), and a dense
+        # all-reduce is cheaper than gathering slices for large batches.
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices)
+                 else g for g in grads]
         grads_and_vars = self._all_reduce_sum_gradients(
             list(zip(grads, variables)))
         reduced = [g for g, _ in grads_and_vars]
-        clipped, _ = tf.clip_by_global_norm(reduced, self.global_clipnorm)
+        if self.global_clipnorm:
+            reduced, _ = tf.clip_by_global_norm(reduced, self.global_clipnorm)
         tf.__internal__.distribute.interim.maybe_merge_call(
             self._distributed_tf_update_step,
             self._distribution_strategy,
-            list(zip(clipped, variables)),
+            list(zip(reduced, variables)),
             learning_rate,
         )
 

@@ -85,7 +85,9 @@ class AlbertAttention(keras.layers.Layer):
         k = self._split_heads(self.key(x))
         v = self._split_heads(self.value(x))
         scores = tf.einsum("btnd,bsnd->bnts", q, k)
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + mask_bias
+        # Keras autocasts float arguments to the compute dtype; the bias (0 or
+        # -10000) is exact enough in bfloat16/float16 and goes back to float32.
+        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + tf.cast(mask_bias, tf.float32)
         probs = tf.nn.softmax(scores, axis=-1)
         probs = self.attention_dropout(probs, training=training)
         context = tf.einsum("bnts,bsnd->btnd", tf.cast(probs, q.dtype), v)

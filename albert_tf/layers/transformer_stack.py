@@ -76,6 +76,15 @@ class AlbertTransformerStack(keras.layers.Layer):
             for g in range(c.num_ffn_groups)
         ]
 
+        # tf.train.Checkpoint does not follow layers held in (nested) lists, so
+        # each sublayer is also a named attribute.
+        for g, group in enumerate(self.attention_groups):
+            for k, layer in enumerate(group):
+                setattr(self, f"attention_{g}_{k}", layer)
+        for g, group in enumerate(self.ffn_groups):
+            for k, layer in enumerate(group):
+                setattr(self, f"ffn_{g}_{k}", layer)
+
     def call(self, x, mask_bias, training=None):
         """Returns the output of every inner block: a list of L*K tensors [B, T, H]."""
         c = self.config

@@ -136,18 +136,23 @@ def test_nonfinite_gradients_leave_state_unchanged():
         np.testing.assert_array_equal(a, b)
 
 
-def test_indexed_slices_gradient_equals_dense():
+def test_indexed_slices_gradient_equals_dense_with_clipping():
+    # Row 2 appears twice: the dense gradient row is the sum, and the global
+    # norm (sqrt(4+16+36) > 1, so clipping is active) is the dense norm.
     table = np.arange(12, dtype="float32").reshape(4, 3) / 10
     results = []
     for sparse in (False, True):
         var = keras.Variable(table, name="word_embeddings")
-        opt = optimization.Lamb(learning_rate=0.1)
-        values = tf.constant([[1.0, 2.0, 3.0]])
+        opt = optimization.Lamb(learning_rate=0.1, global_clipnorm=1.0)
+        values = tf.constant([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
         if sparse:
-            grad = tf.IndexedSlices(values, tf.constant([2]), tf.constant([4, 3]))
+            grad = tf.IndexedSlices(values, tf.constant([2, 2]),
+                                    tf.constant([4, 3]))
         else:
-            grad = tf.scatter_nd([[2]], values, [4, 3])
+            grad = tf.constant([[0.0] * 3, [0.0] * 3, [2.0, 4.0, 6.0],
+                                [0.0] * 3])
         opt.apply_gradients([(grad, var)])
+        opt.apply_gradients([(grad, var)])  # second step: m, v depend on scale
         results.append(var.numpy())
     np.testing.assert_allclose(results[0], results[1], rtol=1e-6)
 

@@ -1,0 +1,59 @@
+"""albert-convert: any supported checkpoint -> this project's format.
+
+Reads an original google-research TF1 checkpoint (albert_config.json next to
+it), a Hugging Face ALBERT folder (config.json + model.safetensors) or a
+checkpoint of this project, and writes `albert_config.json` +
+`model.weights.h5` (+ the SentencePiece model when given) to --output_dir.
+
+    albert-convert --input=albert_base/model.ckpt-best --output_dir=albert_base_tf2 \
+        --spm_model_file=albert_base/30k-clean.model
+"""
+
+import os
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("input", None, "Checkpoint prefix or folder to convert.")
+flags.DEFINE_string("output_dir", None, "Folder to write albert_config.json and model.weights.h5 to.")
+flags.DEFINE_string(
+    "albert_config_file", None, "Config to use instead of the albert_config.json next to --input (TF1 only)."
+)
+flags.DEFINE_string(
+    "spm_model_file",
+    None,
+    "SentencePiece model to copy into --output_dir. Default: a *.model file next to --input, if exactly one.",
+)
+
+
+def _find_spm_model(path: str):
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    candidates = sorted(f for f in os.listdir(folder or ".") if f.endswith(".model"))
+    return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
+
+
+def main(argv):
+    del argv
+    import albert_tf  # imported here so that --help stays fast
+
+    if not FLAGS.input or not FLAGS.output_dir:
+        raise app.UsageError("--input and --output_dir are required.")
+    config = albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file) if FLAGS.albert_config_file else None
+    model = albert_tf.load_checkpoint(FLAGS.input, config=config)
+    spm = FLAGS.spm_model_file or _find_spm_model(FLAGS.input)
+    albert_tf.save_pretrained(model, FLAGS.output_dir, spm_model_file=spm)
+    logging.info(
+        "Converted %s -> %s (%d parameters%s).",
+        FLAGS.input,
+        FLAGS.output_dir,
+        model.count_params(),
+        f", SentencePiece model {spm}" if spm else ", no SentencePiece model",
+    )
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

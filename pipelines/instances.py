@@ -1,0 +1,349 @@
+"""Training instances from documents: SOP/NSP pairing, truncation, masking.
+
+The original `create_instances_from_document` (reference section 2), run for
+all `dupe_factor` passes of a *batch* of documents at once with vectorised ops:
+
+* per (document, pass): target length = max_seq_length - 3, or with
+  probability short_seq_prob a uniform integer in [2, max_seq_length - 3]
+  (chosen once per document and pass, as the original);
+* sentences accumulate into a chunk until its length reaches the target or
+  the document ends (a tf.while_loop over chunk number, all pairs at once,
+  finding each chunk end with a search in the cumulative sentence lengths);
+* a_end uniform in [1, len(chunk)-1] (1 for one-segment chunks);
+* SOP (default): B is the rest of the chunk; with probability 1/2 A and B are
+  swapped (label 1), else label 0.  NSP (`random_next_sentence`): with
+  probability 1/2 B is taken from a random other document (label 1) and the
+  unused segments of the chunk are put back, as the original;
+* one-segment chunks: the original always turns them into random-document
+  negatives labelled 1 (its issue #234: about 10% of its "SOP" data is NSP),
+  available with `single_segment_random_negatives`.  By default (pure SOP) the
+  segment is split at a random word start inside it (any interior token when it
+  is a single word) and the two halves are an ordinary SOP pair;
+* truncation as `truncate_seq_pair`: remove from the longer side (B on ties),
+  each removed token from the front or back with probability 1/2;
+* [CLS] A [SEP] B [SEP], segment ids 0/1, then `masking.mask_tokens`.
+
+Documents with fewer than two sentences give no instance (counted).  The
+random other document is drawn from the documents of the same batch (the
+batch holds documents of one shard, so shards stay independent of workers);
+the original draws from the whole corpus held in memory.  All random numbers
+are keyed by (seed, document number, pass, chunk number), see random_ops.
+
+Example:
+
+>>> builder = InstanceBuilder(vocab, InstanceConfig(max_seq_length=128))  # doctest: +SKIP
+>>> feats, stats = builder.build(doc_lines, doc_ids)                      # doctest: +SKIP
+"""
+
+import dataclasses
+from typing import Dict, Tuple
+
+import tensorflow as tf
+
+from pipelines import masking as masking_lib
+from pipelines import random_ops
+from pipelines import tokenizer as tokenizer_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class InstanceConfig:
+    """How instances are built (names as the original's flags).
+
+    Args:
+        max_seq_length: sequence length, [CLS] and two [SEP] included.
+        dupe_factor: passes over every document (different random choices).
+        short_seq_prob: probability of a shorter random target length.
+        random_next_sentence: NSP instead of SOP.
+        single_segment_random_negatives: the original's behaviour for
+            one-segment chunks (random-document B, label 1) instead of a split.
+        random_seed: the seed every random choice derives from.
+        masking: the n-gram masking settings.
+    """
+
+    masking: masking_lib.MaskingConfig
+    max_seq_length: int = 512
+    dupe_factor: int = 40
+    short_seq_prob: float = 0.1
+    random_next_sentence: bool = False
+    single_segment_random_negatives: bool = False
+    random_seed: int = 12345
+
+    def __post_init__(self):
+        if self.max_seq_length < 5:
+            raise ValueError(
+                f"max_seq_length must be >= 5 ([CLS] A [SEP] B [SEP] with one token each), "
+                f"got {self.max_seq_length}.")
+        if self.dupe_factor < 1:
+            raise ValueError(f"dupe_factor must be >= 1, got {self.dupe_factor}.")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+
+    @property
+    def uses_random_documents(self) -> bool:
+        return self.random_next_sentence or self.single_segment_random_negatives
+
+
+def truncation_counts(len_a: tf.Tensor, len_b: tf.Tensor, max_tokens: int):
+    """Tokens the original `truncate_seq_pair` removes from A and from B.
+
+    Its loop removes one token at a time from the longer side (B on ties); the
+    counts follow in closed form: first the difference is removed from the
+    longer side, then the two sides alternate.
+    """
+    excess = tf.maximum(len_a + len_b - max_tokens, 0)
+    a_longer = len_a > len_b
+    first = tf.where(a_longer, tf.minimum(excess, len_a - len_b),
+                     tf.minimum(excess, len_b - len_a + 1))
+    rest = excess - first
+    half_up = (rest + 1) // 2
+    half_down = rest // 2
+    # A longer: A loses `first`, then B, A, B, ... ; otherwise B loses `first`, then A, B, ...
+    cut_a = tf.where(a_longer, first + half_down, half_up)
+    cut_b = tf.where(a_longer, half_up, first + half_down)
+    return cut_a, cut_b
+
+
+def _pad1(x: tf.Tensor, value) -> tf.Tensor:
+    """Appends one element so that index len(x) is valid (inactive rows)."""
+    return tf.concat([x, tf.fill([1], tf.cast(value, x.dtype))], axis=0)
+
+
+def _search(sorted_values: tf.Tensor, values: tf.Tensor) -> tf.Tensor:
+    """First index i with sorted_values[i] >= value (1-D, vectorised)."""
+    return tf.searchsorted(sorted_values[None, :], values[None, :], side="left")[0]
+
+
+class InstanceBuilder:
+    """Builds masked instances from a batch of documents with graph ops.
+
+    Args:
+        vocab: the checked SentencePiece vocabulary.
+        config: the instance settings.
+    """
+
+    def __init__(self, vocab: tokenizer_lib.SentencePieceVocab, config: InstanceConfig):
+        if config.masking.vocab_size != vocab.vocab_size:
+            raise ValueError(
+                f"masking.vocab_size {config.masking.vocab_size} != vocabulary size "
+                f"{vocab.vocab_size}.")
+        self.config = config
+        self.vocab = vocab
+        self.tokenizer = vocab.make_tokenizer()
+        self.is_start = self.tokenizer.is_start
+
+    def build(self, doc_lines: tf.RaggedTensor,
+              doc_ids: tf.Tensor) -> Tuple[Dict[str, tf.Tensor], Dict[str, tf.Tensor]]:
+        """Instances of a batch of documents (all dupe passes).
+
+        Args:
+            doc_lines: string [D, None]: normalised sentences per document.
+            doc_ids: int64 [D]: the corpus-order number of every document.
+
+        Returns:
+            (features, stats).  features: int32 input_ids, input_mask,
+            segment_ids, token_boundary [C, T], masked_lm_positions,
+            masked_lm_ids [C, P], float32 masked_lm_weights [C, P], int32
+            next_sentence_labels [C], int64 doc_id [C], int32 num_masked and
+            length [C].  stats: int32 [D] sentences per document, and the
+            scalar count of chunks too short to pair ("dropped_chunks").
+        """
+        cfg = self.config
+        seq_len = cfg.max_seq_length
+        max_tokens = seq_len - 3
+        dupes = cfg.dupe_factor
+        doc_ids = tf.cast(doc_ids, tf.int64)
+        num_docs = tf.shape(doc_ids)[0]
+
+        tokens = self.tokenizer.tokenize(doc_lines)  # [D, S, None]
+        sentences = tokens.values
+        doc_of_sentence = tokens.value_rowids()
+        keep = sentences.row_lengths() > 0
+        sentences = tf.ragged.boolean_mask(sentences, keep)
+        nsent = tf.math.unsorted_segment_sum(
+            tf.cast(keep, tf.int32), tf.boolean_mask(doc_of_sentence, keep), num_docs)
+        flat = sentences.flat_values
+        num_tokens = tf.size(flat)
+        sent_len = tf.cast(sentences.row_lengths(), tf.int32)
+        sent_start = tf.cast(sentences.row_starts(), tf.int32)
+        sent_end_tok = sent_start + sent_len
+        num_sent = tf.size(sent_len)
+        cum_incl = tf.cumsum(sent_len)
+        cum_excl = cum_incl - sent_len
+        doc_first = tf.cumsum(nsent, exclusive=True)
+        doc_end = doc_first + nsent
+        # Padded copies: index num_sent is valid and means "past the end".
+        p_cum_excl = _pad1(cum_excl, num_tokens)
+        p_sent_start = _pad1(sent_start, num_tokens)
+        p_sent_end_tok = _pad1(sent_end_tok, num_tokens)
+
+        root = random_ops.seed_key(cfg.random_seed)
+        doc_keys = random_ops.fold_in(root, doc_ids)
+
+        # One row per (document, pass).
+        pair = tf.range(num_docs * dupes)
+        pair_doc = pair // dupes
+        pair_pass = pair % dupes
+        pair_key = random_ops.fold_in(
+            random_ops.fold_in(tf.gather(doc_keys, pair_doc), random_ops.DUPE), pair_pass)
+        is_short = random_ops.uniform(
+            random_ops.fold_in(pair_key, random_ops.TARGET_IS_SHORT)) < cfg.short_seq_prob
+        short_len = random_ops.randint(
+            random_ops.fold_in(pair_key, random_ops.TARGET_LENGTH), 2, max_tokens)
+        target = tf.where(is_short, short_len, max_tokens)
+        valid_doc = tf.gather(nsent, pair_doc) >= 2
+        limit = tf.gather(doc_end, pair_doc)
+        start0 = tf.where(valid_doc, tf.gather(doc_first, pair_doc), limit)
+
+        nsp = cfg.random_next_sentence
+        single_random = cfg.random_next_sentence or cfg.single_segment_random_negatives
+
+        def cond(i, start, *arrays):
+            del arrays
+            # At least one pass, so that the TensorArrays are never empty.
+            return (i == 0) | tf.reduce_any(start < limit)
+
+        def body(i, start, ta_start, ta_aend, ta_end, ta_random, ta_swap, ta_active):
+            active = start < limit
+            base = tf.gather(p_cum_excl, start)
+            end = tf.minimum(_search(cum_incl, base + target), limit - 1)
+            nseg = end - start + 1
+            ckey = random_ops.fold_in(random_ops.fold_in(pair_key, random_ops.CHUNK), i)
+            a_end = tf.where(
+                nseg >= 2,
+                random_ops.randint(random_ops.fold_in(ckey, random_ops.A_END), 1,
+                                   tf.maximum(nseg - 1, 1)), 1)
+            is_random = tf.zeros_like(active)
+            if single_random:
+                is_random = nseg == 1
+            if nsp:
+                is_random |= random_ops.uniform(
+                    random_ops.fold_in(ckey, random_ops.RANDOM_NEXT)) < 0.5
+                swap = tf.zeros_like(active)
+            else:
+                swap = (~is_random) & (random_ops.uniform(
+                    random_ops.fold_in(ckey, random_ops.SWAP)) < 0.5)
+            nxt = tf.where(is_random, start + a_end, end + 1)
+            return (i + 1, tf.where(active, nxt, start),
+                    ta_start.write(i, start), ta_aend.write(i, a_end), ta_end.write(i, end),
+                    ta_random.write(i, is_random), ta_swap.write(i, swap),
+                    ta_active.write(i, active))
+
+        def ta(dtype):
+            return tf.TensorArray(dtype, size=0, dynamic_size=True, element_shape=[None])
+
+        loop = tf.while_loop(
+            cond, body,
+            (tf.constant(0), start0, ta(tf.int32), ta(tf.int32), ta(tf.int32), ta(tf.bool),
+             ta(tf.bool), ta(tf.bool)))
+        iters = loop[0]
+
+        def stacked(t, dtype):
+            # [iters, pairs] -> [pairs, iters]: chunks in (document, pass, chunk) order.
+            del dtype
+            return tf.transpose(tf.reshape(t.stack(), [iters, num_docs * dupes]))
+
+        active = stacked(loop[7], tf.bool)
+        pick = lambda t: tf.boolean_mask(t, active)  # noqa: E731
+        c_start = pick(stacked(loop[2], tf.int32))
+        c_aend = pick(stacked(loop[3], tf.int32))
+        c_end = pick(stacked(loop[4], tf.int32))
+        c_random = pick(stacked(loop[5], tf.bool))
+        c_swap = pick(stacked(loop[6], tf.bool))
+        c_chunk = pick(tf.broadcast_to(tf.range(iters)[None, :], tf.shape(active)))
+        c_pair = pick(tf.broadcast_to(pair[:, None], tf.shape(active)))
+        c_doc = tf.gather(pair_doc, c_pair)
+        c_target = tf.gather(target, c_pair)
+        c_key = random_ops.fold_in(
+            random_ops.fold_in(tf.gather(pair_key, c_pair), random_ops.CHUNK), c_chunk)
+        nseg = c_end - c_start + 1
+
+        # A = the first a_end segments.
+        a_lo = tf.gather(p_sent_start, c_start)
+        a_hi = tf.gather(p_sent_end_tok, c_start + c_aend - 1)
+        # In-chunk B.
+        b_lo = tf.gather(p_sent_start, c_start + c_aend)
+        b_hi = tf.gather(p_sent_end_tok, c_end)
+
+        # One-segment chunk, pure SOP: split the segment at a random word start.
+        split_case = (nseg == 1) & ~c_random
+        start_flags = tf.cast(tf.gather(self.is_start, flat), tf.int32)
+        st_incl = tf.cumsum(start_flags)
+        st_excl = _pad1(st_incl - start_flags, tf.reduce_sum(start_flags))
+        seg_len = a_hi - a_lo
+        first_inner = tf.minimum(a_lo + 1, num_tokens)
+        n_starts = tf.gather(st_excl, a_hi) - tf.gather(st_excl, first_inner)
+        n_starts = tf.where(seg_len >= 2, n_starts, 0)
+        u_split = random_ops.uniform(random_ops.fold_in(c_key, random_ops.SPLIT))
+        rank = tf.cast(tf.floor(u_split * tf.cast(n_starts, tf.float64)), tf.int32)
+        at_start = _search(st_incl, tf.gather(st_excl, first_inner) + rank + 1)
+        anywhere = a_lo + 1 + tf.cast(
+            tf.floor(u_split * tf.cast(tf.maximum(seg_len - 1, 0), tf.float64)), tf.int32)
+        split = tf.where(n_starts > 0, at_start, anywhere)
+        b_lo = tf.where(split_case, split, b_lo)
+        b_hi = tf.where(split_case, a_hi, b_hi)
+        a_hi = tf.where(split_case, split, a_hi)
+
+        if single_random:
+            # B from a random other document of the batch, from a random sentence on,
+            # until it reaches target - len(A) tokens.
+            u_doc = random_ops.uniform(random_ops.fold_in(c_key, random_ops.RANDOM_DOC))
+            others = tf.maximum(num_docs - 1, 1)
+            offset = 1 + tf.cast(tf.floor(u_doc * tf.cast(others, tf.float64)), tf.int32)
+            r_doc = tf.where(num_docs > 1, (c_doc + offset) % num_docs, c_doc)
+            r_doc = tf.where(tf.gather(nsent, r_doc) > 0, r_doc, c_doc)
+            r_n = tf.gather(nsent, r_doc)
+            r_first = tf.gather(doc_first, r_doc)
+            r_start = r_first + random_ops.randint(
+                random_ops.fold_in(c_key, random_ops.RANDOM_DOC_START), 0, r_n - 1)
+            target_b = c_target - (a_hi - a_lo)
+            r_end = _search(cum_incl, tf.gather(p_cum_excl, r_start) + target_b)
+            r_end = tf.maximum(tf.minimum(r_end, r_first + r_n - 1), r_start)
+            b_lo = tf.where(c_random, tf.gather(p_sent_start, r_start), b_lo)
+            b_hi = tf.where(c_random, tf.gather(p_sent_end_tok, r_end), b_hi)
+
+        ok = (a_hi > a_lo) & (b_hi > b_lo)
+        dropped = tf.reduce_sum(tf.cast(~ok, tf.int32))
+        a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_key, c_doc = [
+            tf.boolean_mask(t, ok) for t in (a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_key, c_doc)]
+
+        # SOP swap (before truncation, as the original).
+        a_lo, b_lo = tf.where(c_swap, b_lo, a_lo), tf.where(c_swap, a_lo, b_lo)
+        a_hi, b_hi = tf.where(c_swap, b_hi, a_hi), tf.where(c_swap, a_hi, b_hi)
+        len_a = a_hi - a_lo
+        len_b = b_hi - b_lo
+        cut_a, cut_b = truncation_counts(len_a, len_b, max_tokens)
+        front_a = random_ops.binomial_half(random_ops.fold_in(c_key, random_ops.TRUNC_A), cut_a)
+        front_b = random_ops.binomial_half(random_ops.fold_in(c_key, random_ops.TRUNC_B), cut_b)
+        a_lo, a_hi = a_lo + front_a, a_hi - (cut_a - front_a)
+        b_lo, b_hi = b_lo + front_b, b_hi - (cut_b - front_b)
+        len_a = a_hi - a_lo
+        length = len_a + (b_hi - b_lo) + 3
+
+        count = tf.shape(a_lo)[0]
+        tok_a = tf.gather(flat, tf.ragged.range(a_lo, a_hi))
+        tok_b = tf.gather(flat, tf.ragged.range(b_lo, b_hi))
+        cls = tf.RaggedTensor.from_tensor(tf.fill([count, 1], masking_lib.CLS_ID))
+        sep = tf.RaggedTensor.from_tensor(tf.fill([count, 1], masking_lib.SEP_ID))
+        ids = tf.concat([cls, tok_a, sep, tok_b, sep], axis=1).to_tensor(
+            default_value=0, shape=[None, seq_len])
+        pos = tf.range(seq_len)[None, :]
+        input_mask = pos < length[:, None]
+        segment_ids = (pos >= (len_a + 2)[:, None]) & input_mask
+        is_start = tf.gather(self.is_start, ids) & input_mask
+        mask_keys = random_ops.fold_in(c_key, random_ops.MASK_KEY)
+        masked = masking_lib.mask_tokens(ids, input_mask, is_start, mask_keys, cfg.masking)
+        features = {
+            "input_ids": masked["input_ids"],
+            "input_mask": tf.cast(input_mask, tf.int32),
+            "segment_ids": tf.cast(segment_ids, tf.int32),
+            "token_boundary": masked["token_boundary"],
+            "masked_lm_positions": masked["masked_lm_positions"],
+            "masked_lm_ids": masked["masked_lm_ids"],
+            "masked_lm_weights": masked["masked_lm_weights"],
+            "next_sentence_labels": tf.cast(c_swap | c_random, tf.int32),
+            "doc_id": tf.gather(doc_ids, c_doc),
+            "num_masked": masked["num_masked"],
+            "length": length,
+        }
+        stats = {"sentences": nsent, "dropped_chunks": dropped}
+        return features, stats

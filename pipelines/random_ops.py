@@ -1,0 +1,118 @@
+"""Keyed (counter-based) random numbers as plain TensorFlow ops.
+
+Every random choice of the data pipeline is a pure function of a 64-bit key
+derived from the user's seed and the *identity* of what is being decided (the
+document index, the duplication pass, the chunk number, the token position and
+a constant naming the purpose).  Nothing depends on batching, on the order in
+which parallel map calls run, or on how many workers share the job, which is
+what makes the output byte-identical across runs and worker splits.
+
+`tf.random.stateless_*` ops take one seed per call, so vectorising over a batch
+would tie the numbers to the batch composition; a hash of the key per element
+does not.  The mixer is the SplitMix64 finaliser (Steele, Lea & Flood 2014),
+whose outputs pass BigCrush when fed a counter.
+
+Example:
+
+>>> key = seed_key(12345)
+>>> u = uniform(fold_in(key, tf.range(4, dtype=tf.int64)))
+>>> u.shape
+TensorShape([4])
+"""
+
+from typing import Union
+
+import tensorflow as tf
+
+_GOLDEN = 0x9E3779B97F4A7C15
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+
+# Purposes: distinct constants folded into a key so that two decisions about
+# the same object never reuse a random number.
+TARGET_IS_SHORT = 1
+TARGET_LENGTH = 2
+A_END = 3
+RANDOM_NEXT = 4
+SWAP = 5
+SPLIT = 6
+RANDOM_DOC = 7
+RANDOM_DOC_START = 8
+TRUNC_A = 9
+TRUNC_B = 10
+MASK_KEY = 11
+WORD_ORDER = 12
+NGRAM_DRAW = 13
+REPLACE_MASK = 14
+REPLACE_KEEP = 15
+REPLACE_RANDOM = 16
+DUPE = 17
+CHUNK = 18
+SHUFFLE = 19
+DYNAMIC = 20
+
+
+def _u64(x: Union[int, tf.Tensor]) -> tf.Tensor:
+    if isinstance(x, int):
+        return tf.constant(x & 0xFFFFFFFFFFFFFFFF, tf.uint64)
+    x = tf.convert_to_tensor(x)
+    if x.dtype == tf.uint64:
+        return x
+    if x.dtype not in (tf.int64, tf.int32, tf.uint32, tf.int8, tf.uint8):
+        raise TypeError(f"Random keys need integer tensors, got {x.dtype!r}.")
+    # Bitcast keeps negative int64 values distinct instead of saturating.
+    return tf.bitcast(tf.cast(x, tf.int64), tf.uint64)
+
+
+def mix64(z: tf.Tensor) -> tf.Tensor:
+    """SplitMix64 finaliser: a bijective avalanche hash of uint64 values."""
+    z = _u64(z) + _u64(_GOLDEN)
+    z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(30))) * _u64(_M1)
+    z = tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(27))) * _u64(_M2)
+    return tf.bitwise.bitwise_xor(z, tf.bitwise.right_shift(z, _u64(31)))
+
+
+def seed_key(seed: int) -> tf.Tensor:
+    """The root key for a user seed (any Python int)."""
+    return mix64(_u64(int(seed)))
+
+
+def fold_in(key: tf.Tensor, value: Union[int, tf.Tensor]) -> tf.Tensor:
+    """A new key for `value` under `key` (broadcasting)."""
+    return mix64(tf.bitwise.bitwise_xor(_u64(key), mix64(_u64(value))))
+
+
+def uniform(key: tf.Tensor) -> tf.Tensor:
+    """A float64 in [0, 1) for every key: the top 53 bits of its hash."""
+    bits = tf.bitwise.right_shift(mix64(key), _u64(11))
+    return tf.cast(bits, tf.float64) * (1.0 / (1 << 53))
+
+
+def randint(key: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
+    """Uniform integers in [low, high] inclusive (as Python's randint), int32."""
+    low = tf.cast(low, tf.float64)
+    span = tf.cast(high, tf.float64) - low + 1.0
+    return tf.cast(tf.floor(low + uniform(key) * span), tf.int32)
+
+
+def binomial_half(key: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+    """Draws of Binomial(count, 1/2), int32, as many counts as keys.
+
+    Exact (a popcount of `count` random bits) for count <= 64; above that the
+    first 64 trials stay exact and the rest use the normal approximation, which
+    only matters for a truncation of more than 64 tokens from one segment.
+    """
+    count = tf.cast(count, tf.int32)
+    bits = mix64(key)
+    low = tf.minimum(count, 64)
+    # mask of `low` ones; shifting a uint64 by 64 is undefined, so special-case it.
+    ones = tf.where(
+        low >= 64, _u64(0xFFFFFFFFFFFFFFFF),
+        tf.bitwise.left_shift(_u64(1), tf.cast(tf.minimum(low, 63), tf.uint64)) - _u64(1))
+    exact = tf.cast(tf.raw_ops.PopulationCount(x=tf.bitwise.bitwise_and(bits, ones)), tf.int32)
+    rest = tf.cast(count - low, tf.float64)
+    u1 = tf.maximum(uniform(fold_in(key, 1)), 1e-300)
+    u2 = uniform(fold_in(key, 2))
+    normal = tf.sqrt(-2.0 * tf.math.log(u1)) * tf.cos(2.0 * 3.141592653589793 * u2)
+    approx = tf.clip_by_value(tf.round(rest / 2.0 + normal * tf.sqrt(rest) / 2.0), 0.0, rest)
+    return exact + tf.cast(approx, tf.int32)

@@ -1,0 +1,240 @@
+"""The pretraining TFRecord format: feature spec, in-graph writer, reader.
+
+Features, names, dtypes and lengths exactly as the original tool writes them
+(reference section 2): input_ids, input_mask, segment_ids, token_boundary
+(int64 [max_seq_length]), masked_lm_positions, masked_lm_ids (int64
+[max_predictions_per_seq]), masked_lm_weights (float), next_sentence_labels
+(int64 [1]; 0 = in order, 1 = swapped or random).
+
+Examples are serialised in the graph with `tf.io.encode_proto` (batched, one
+call per message level), which gives the same bytes as
+`tf.train.Example.SerializeToString` for the same feature order.
+
+Example:
+
+>>> ds = pretraining_dataset("out/*.tfrecord", batch_size=8, max_seq_length=128,
+...                          max_predictions_per_seq=20)   # doctest: +SKIP
+>>> batch = next(iter(ds))                                  # doctest: +SKIP
+>>> batch["next_sentence_labels"].shape                     # doctest: +SKIP
+TensorShape([8])
+"""
+
+from typing import Dict, List, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from pipelines import masking as masking_lib
+from pipelines import random_ops
+from pipelines import tokenizer as tokenizer_lib
+
+# The original's feature order (an OrderedDict in create_pretraining_data.py).
+FEATURE_NAMES = (
+    "input_ids", "input_mask", "segment_ids", "token_boundary",
+    "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels",
+)
+_SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
+_PRED_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int,
+                 include_token_boundary: bool = True) -> Dict[str, tf.io.FixedLenFeature]:
+    """The parsing spec of a pretraining record.
+
+    Args:
+        max_seq_length: length of the sequence features.
+        max_predictions_per_seq: length of the masked_lm_* features.
+        include_token_boundary: False gives the original run_pretraining
+            parser's spec (it ignores token_boundary).
+    """
+    spec = {}
+    for name in FEATURE_NAMES:
+        if name in _SEQ_FEATURES:
+            if name == "token_boundary" and not include_token_boundary:
+                continue
+            spec[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+        elif name == "masked_lm_weights":
+            spec[name] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
+        elif name in _PRED_FEATURES:
+            spec[name] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        else:
+            spec[name] = tf.io.FixedLenFeature([1], tf.int64)
+    return spec
+
+
+def _encode(message_type: str, field_names: List[str], values: List[tf.Tensor],
+            sizes: tf.Tensor) -> tf.Tensor:
+    return tf.io.encode_proto(sizes=sizes, values=values, field_names=field_names,
+                              message_type=message_type)
+
+
+def serialize_examples(features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """Serialises a batch of instances to tf.train.Example strings.
+
+    Args:
+        features: the eight FEATURE_NAMES, each [C, length] (any int dtype;
+            masked_lm_weights float; next_sentence_labels [C] or [C, 1]).
+
+    Returns:
+        string [C].
+    """
+    count = tf.shape(features["input_ids"])[0]
+    ones = tf.ones([count, 1], tf.int32)
+    entries = []
+    for name in FEATURE_NAMES:
+        value = tf.convert_to_tensor(features[name])
+        if value.shape.rank == 1:
+            value = value[:, None]
+        width = value.shape[1]
+        sizes = tf.fill([count, 1], width)
+        if name == "masked_lm_weights":
+            lst = _encode("tensorflow.FloatList", ["value"], [tf.cast(value, tf.float32)], sizes)
+            kind = "float_list"
+        else:
+            lst = _encode("tensorflow.Int64List", ["value"], [tf.cast(value, tf.int64)], sizes)
+            kind = "int64_list"
+        feature = _encode("tensorflow.Feature", [kind], [lst[:, None]], ones)
+        entries.append(_encode(
+            "tensorflow.Features.FeatureEntry", ["key", "value"],
+            [tf.fill([count, 1], name), feature[:, None]], tf.ones([count, 2], tf.int32)))
+    feats = _encode("tensorflow.Features", ["feature"], [tf.stack(entries, axis=1)],
+                    tf.fill([count, 1], len(entries)))
+    return _encode("tensorflow.Example", ["features"], [feats[:, None]], ones)
+
+
+def parse_examples(serialized: tf.Tensor, max_seq_length: int,
+                   max_predictions_per_seq: int) -> Dict[str, tf.Tensor]:
+    """Parses a batch of records: int32 ints, float32 weights, labels [B]."""
+    parsed = tf.io.parse_example(serialized, feature_spec(max_seq_length, max_predictions_per_seq))
+    out = {}
+    for name, value in parsed.items():
+        out[name] = value if value.dtype == tf.float32 else tf.cast(value, tf.int32)
+    out["next_sentence_labels"] = out["next_sentence_labels"][:, 0]
+    return out
+
+
+def unmasked_input_ids(features: Dict[str, tf.Tensor]) -> tf.Tensor:
+    """input_ids with the masked positions given back their original ids."""
+    ids = features["input_ids"]
+    positions = features["masked_lm_positions"]
+    real = features["masked_lm_weights"] > 0
+    current = tf.gather(ids, positions, batch_dims=1)
+    values = tf.where(real, features["masked_lm_ids"], current)
+    rows = tf.broadcast_to(tf.range(tf.shape(ids)[0])[:, None], tf.shape(positions))
+    return tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=-1), values)
+
+
+def _files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
+    try:
+        return sorted(tokenizer_lib.expand_input_patterns(file_pattern))
+    except FileNotFoundError as e:
+        raise FileNotFoundError(f"No pretraining records: {e}") from None
+
+
+def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int,
+                        max_seq_length: int, max_predictions_per_seq: int,
+                        is_training: bool = True, masking: str = "static", seed: int = 12345,
+                        input_context: Optional[tf.distribute.InputContext] = None,
+                        vocab_size: Optional[int] = None, masked_lm_prob: float = 0.15,
+                        ngram: int = 3, favor_shorter_ngram: bool = True,
+                        do_whole_word_mask: bool = True, shuffle_buffer_size: int = 10000,
+                        cycle_length: int = 8,
+                        deterministic: Optional[bool] = None) -> tf.data.Dataset:
+    """The training / evaluation reader of pretraining records.
+
+    Args:
+        file_pattern: glob(s), comma-separated allowed; `.gz` files are read
+            as GZIP.
+        batch_size: examples per batch *of this pipeline* (under
+            tf.distribute pass `input_context.get_per_replica_batch_size(global)`).
+        max_seq_length, max_predictions_per_seq: the record's lengths.
+        is_training: shuffle files and records, repeat forever and drop the
+            last partial batch; otherwise one ordered pass, partial batch kept.
+        masking: "static" (the record's masks) or "dynamic" (the original ids
+            are restored and masked again on the fly with the same n-gram
+            masking as the data tool: fresh masks every epoch, reproducible
+            from `seed`).
+        seed: seed of file/record shuffling and dynamic masks.
+        input_context: a tf.distribute.InputContext: each input pipeline
+            reads a disjoint part (whole files when there are enough, else
+            every n-th record).
+        vocab_size: required with masking="dynamic" (random replacements).
+        masked_lm_prob, ngram, favor_shorter_ngram, do_whole_word_mask:
+            dynamic masking settings.
+        shuffle_buffer_size: record shuffle buffer (training).
+        cycle_length: files read in parallel.
+        deterministic: tf.data determinism of the parallel stages (None:
+            the tf.data default, deterministic).
+
+    Returns:
+        A dataset of dicts: int32 input_ids, input_mask, segment_ids,
+        token_boundary [B, T], masked_lm_positions, masked_lm_ids [B, P],
+        float32 masked_lm_weights [B, P], int32 next_sentence_labels [B].
+
+    Example:
+
+    >>> strategy.distribute_datasets_from_function(lambda ctx: pretraining_dataset(
+    ...     "data/*.tfrecord", ctx.get_per_replica_batch_size(4096), 512, 20,
+    ...     input_context=ctx))                                  # doctest: +SKIP
+    """
+    if masking not in ("static", "dynamic"):
+        raise ValueError(f"masking must be 'static' or 'dynamic', got {masking!r}.")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    mask_cfg = None
+    if masking == "dynamic":
+        if vocab_size is None:
+            raise ValueError("masking='dynamic' needs vocab_size (random replacement ids).")
+        mask_cfg = masking_lib.MaskingConfig(
+            vocab_size=vocab_size, max_predictions_per_seq=max_predictions_per_seq,
+            masked_lm_prob=masked_lm_prob, ngram=ngram, favor_shorter_ngram=favor_shorter_ngram,
+            do_whole_word_mask=do_whole_word_mask)
+    files = _files(file_pattern)
+    num_pipelines, pipeline_id = 1, 0
+    if input_context is not None:
+        num_pipelines = input_context.num_input_pipelines
+        pipeline_id = input_context.input_pipeline_id
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    shard_records = False
+    if num_pipelines > 1:
+        if len(files) >= num_pipelines:
+            ds = ds.shard(num_pipelines, pipeline_id)
+        else:
+            shard_records = True
+    if is_training:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
+
+    def read(path):
+        comp = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
+        return tf.data.TFRecordDataset(path, compression_type=comp)
+
+    ds = ds.interleave(read, cycle_length=max(1, min(cycle_length, len(files))),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    if shard_records:
+        ds = ds.shard(num_pipelines, pipeline_id)
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+    if mask_cfg is None:
+        ds = ds.batch(batch_size, drop_remainder=is_training)
+        ds = ds.map(lambda s: parse_examples(s, max_seq_length, max_predictions_per_seq),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    else:
+        base_key = random_ops.fold_in(
+            random_ops.fold_in(random_ops.seed_key(seed), random_ops.DYNAMIC), pipeline_id)
+
+        def remask(index, serialized):
+            feats = parse_examples(serialized, max_seq_length, max_predictions_per_seq)
+            ids = unmasked_input_ids(feats)
+            # The element counter runs on across epochs (enumerate after
+            # repeat), so every epoch gets fresh masks.
+            keys = random_ops.fold_in(base_key, index)
+            out = masking_lib.mask_tokens(ids, feats["input_mask"], feats["token_boundary"] > 0,
+                                          keys, mask_cfg)
+            for name in ("input_ids", "masked_lm_positions", "masked_lm_ids",
+                         "masked_lm_weights"):
+                feats[name] = out[name]
+            return feats
+
+        ds = ds.enumerate().batch(batch_size, drop_remainder=is_training)
+        ds = ds.map(remask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+    return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,293 @@
+"""SentencePiece: vocabulary training with the original's settings, the
+vocabulary checks, and the in-graph text normalisation + tokenizer.
+
+The per-example path is graph ops only (tensorflow_text.SentencepieceTokenizer
+and string ops); the Python `sentencepiece` package is used once, at setup, to
+read the vocabulary and build two small lookup tables (word starts and the
+original's "digit followed by comma" re-split), and to train vocabularies.
+
+Example:
+
+>>> vocab = SentencePieceVocab.from_file("30k-clean.model")   # doctest: +SKIP
+>>> ids = vocab.tokenize(tf.constant(["Hello world."]))       # doctest: +SKIP
+"""
+
+import dataclasses
+import gzip
+import os
+import string
+import unicodedata
+from typing import Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+SPIECE_UNDERLINE = "\u2581"
+SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
+# The README's spm_train command, user_defined_symbols passed as a list (the
+# string form is mis-parsed as CSV by sentencepiece 0.2, see the reference).
+USER_DEFINED_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
+
+# Python's str.split() whitespace, for the original's " ".join(s.split()).
+_WHITESPACE_RE = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]+"
+
+
+def preprocess_text(lines: tf.Tensor, do_lower_case: bool) -> tf.Tensor:
+    """The original `tokenization.preprocess_text` as string ops.
+
+    Collapses whitespace and strips, turns `` and '' into ", applies NFKD and
+    drops combining marks (keep_accents=False in the original), and lowercases
+    when `do_lower_case`.  Combining marks are matched as \\p{Mn} (the original
+    uses unicodedata.combining, nearly the same set).
+
+    Args:
+        lines: a string tensor of valid UTF-8.
+        do_lower_case: lowercase as the original's `do_lower_case`.
+
+    Returns:
+        A string tensor of the same shape.
+    """
+    x = tf.strings.regex_replace(lines, _WHITESPACE_RE, " ")
+    x = tf.strings.strip(x)
+    x = tf.strings.regex_replace(x, "``|''", '"')
+    x = tf_text.normalize_utf8(x, "NFKD")
+    x = tf.strings.regex_replace(x, r"\p{Mn}+", "")
+    if do_lower_case:
+        x = tf.strings.lower(x, encoding="utf-8")
+    return x
+
+
+def preprocess_text_py(line: str, do_lower_case: bool) -> str:
+    """The same normalisation in Python (used to feed vocabulary training)."""
+    out = " ".join(line.strip().split())
+    out = out.replace("``", '"').replace("''", '"')
+    out = unicodedata.normalize("NFKD", out)
+    out = "".join(c for c in out if not unicodedata.combining(c))
+    return out.lower() if do_lower_case else out
+
+
+_START_PUNCT = set('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ENGLISH = set(string.ascii_lowercase)
+
+
+def is_start_piece(piece: str) -> bool:
+    """The original `_is_start_piece_sp`: does this piece begin a word?
+
+    True if it starts with U+2581 or "<", is one of the punctuation characters
+    (the original's literal, which lacks the apostrophe; its added bytes for
+    the pound and euro signs never match a str), or contains any character
+    outside a-z and that punctuation (digits, other scripts).
+    """
+    if piece.startswith(SPIECE_UNDERLINE) or piece.startswith("<") or piece in _START_PUNCT:
+        return True
+    allowed = _ENGLISH | _START_PUNCT
+    return not all(c.lower() in allowed for c in piece)
+
+
+@dataclasses.dataclass
+class SentencePieceVocab:
+    """A checked ALBERT SentencePiece vocabulary and its in-graph tokenizer.
+
+    Args:
+        model_proto: the serialized SentencePiece model.
+        pieces: the piece of every id.
+        resplit: per id, the ids the original's `encode_pieces` turns that
+            piece into (only pieces ending in "<digit>," change).
+
+    Use `SentencePieceVocab.from_file(path)`; it raises ValueError when the
+    model lacks the ALBERT special pieces at ids 0-4.
+    """
+
+    model_proto: bytes
+    pieces: List[str]
+    resplit: List[List[int]]
+    path: str = ""
+
+    @classmethod
+    def from_file(cls, path: str) -> "SentencePieceVocab":
+        """Loads and checks a .model file."""
+        import sentencepiece as spm  # setup only, not in the per-example path
+
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"SentencePiece model not found: {path!r}")
+        with tf.io.gfile.GFile(path, "rb") as f:
+            proto = f.read()
+        sp = spm.SentencePieceProcessor()
+        try:
+            sp.LoadFromSerializedProto(proto)
+        except Exception as e:  # sentencepiece raises plain RuntimeError/OSError
+            raise ValueError(f"{path!r} is not a SentencePiece model: {e}") from None
+        pieces = [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
+        head = pieces[:len(SPECIAL_PIECES)]
+        if tuple(head) != SPECIAL_PIECES:
+            raise ValueError(
+                f"SentencePiece model {path!r} does not have the ALBERT special pieces: ids 0-4 "
+                f"must be {list(SPECIAL_PIECES)}, found {head}. Train it with albert-create-vocab "
+                "(pad_id=0, unk_id=1, control_symbols=[CLS],[SEP],[MASK]).")
+        resplit = []
+        for i, piece in enumerate(pieces):
+            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
+                # The original's encode_pieces special case, e.g. "▁1," -> "▁1" ",".
+                cur = sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+                if piece[0] != SPIECE_UNDERLINE and cur and cur[0][0] == SPIECE_UNDERLINE:
+                    cur = cur[1:] if len(cur[0]) == 1 else [cur[0][1:]] + cur[1:]
+                cur.append(piece[-1])
+                resplit.append([sp.PieceToId(p) for p in cur])
+            else:
+                resplit.append([i])
+        return cls(model_proto=proto, pieces=pieces, resplit=resplit, path=path)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.pieces)
+
+    def is_start_table(self) -> np.ndarray:
+        """bool [vocab_size]: `is_start_piece` of every id."""
+        return np.array([is_start_piece(p) for p in self.pieces], dtype=bool)
+
+    def needs_resplit(self) -> bool:
+        return any(len(r) != 1 or r[0] != i for i, r in enumerate(self.resplit))
+
+    def make_tokenizer(self) -> "InGraphTokenizer":
+        """A graph tokenizer: normalised strings -> ragged int32 ids."""
+        return InGraphTokenizer(self)
+
+
+class InGraphTokenizer(tf.Module):
+    """tensorflow_text SentencePiece tokenisation plus the original's re-split.
+
+    Args:
+        vocab: the checked vocabulary.
+    """
+
+    def __init__(self, vocab: SentencePieceVocab):
+        super().__init__()
+        self._sp = tf_text.SentencepieceTokenizer(model=vocab.model_proto, out_type=tf.int32)
+        self._resplit = None
+        if vocab.needs_resplit():
+            self._resplit = tf.ragged.constant(vocab.resplit, dtype=tf.int32)
+        self.is_start = tf.constant(vocab.is_start_table())
+
+    def tokenize(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """Ids of already-normalised text: shape text.shape + [None] (ragged)."""
+        if isinstance(text, tf.RaggedTensor):
+            text = text.with_row_splits_dtype(tf.int64)
+        ids = self._sp.tokenize(text)
+        if self._resplit is not None:
+            pieces = tf.gather(self._resplit, ids.flat_values)
+            ids = ids.with_flat_values(pieces).merge_dims(-2, -1)
+        return ids
+
+
+# ---------------------------------------------------------------------------
+# Vocabulary training.
+
+
+def expand_input_patterns(patterns: Sequence[str]) -> List[str]:
+    """Comma-separated globs -> sorted, de-duplicated existing files.
+
+    Raises:
+        FileNotFoundError: naming every pattern that matches no file.
+    """
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    files, missing = [], []
+    for pattern_list in patterns:
+        for pattern in str(pattern_list).split(","):
+            pattern = pattern.strip()
+            if not pattern:
+                continue
+            matched = sorted(tf.io.gfile.glob(pattern))
+            matched = [m for m in matched if not tf.io.gfile.isdir(m)]
+            if not matched:
+                missing.append(pattern)
+            files.extend(matched)
+    if missing:
+        raise FileNotFoundError(f"No input file matches {missing!r}.")
+    if not files:
+        raise FileNotFoundError(f"No input files given (patterns {list(patterns)!r}).")
+    seen, unique = set(), []
+    for f in files:
+        if f not in seen:
+            seen.add(f)
+            unique.append(f)
+    return unique
+
+
+def _iter_lines(files: Sequence[str], do_lower_case: bool,
+                max_line_bytes: int) -> Iterator[str]:
+    for path in files:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            for raw in f:
+                if len(raw) > max_line_bytes:
+                    continue
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                line = preprocess_text_py(line, do_lower_case)
+                if line:
+                    yield line
+
+
+def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_size: int = 30000,
+                        do_lower_case: bool = True, input_sentence_size: int = 10_000_000,
+                        seed: int = 12345, character_coverage: float = 0.99995,
+                        model_type: str = "unigram", num_threads: int = 2,
+                        max_line_bytes: int = 65536,
+                        extra_options: Optional[dict] = None) -> str:
+    """Trains a SentencePiece model with the original ALBERT settings.
+
+    pad=0, unk=1, no bos/eos, control symbols [CLS]=2, [SEP]=3, [MASK]=4, the
+    README's user-defined symbols, shuffled input sampling of at most
+    `input_sentence_size` sentences (a reservoir sample: the corpus is streamed,
+    never loaded whole), character_coverage 0.99995, unigram model.  Lines are
+    normalised as the pretraining data will be (`preprocess_text`).
+
+    Args:
+        input_files: files or globs (comma-separated allowed); .gz is read too.
+        model_prefix: output prefix; writes model_prefix.model and .vocab.
+        vocab_size: vocabulary size (the original: 30000).
+        do_lower_case: lowercase the text first.
+        input_sentence_size: sentences sampled for training.
+        seed: seed of SentencePiece's sampling.
+        character_coverage, model_type, num_threads: passed to SentencePiece.
+        max_line_bytes: longer lines are skipped.
+        extra_options: further SentencePieceTrainer options (override).
+
+    Returns:
+        The path of the .model file.
+
+    Example:
+
+    >>> train_sentencepiece(["corpus.txt"], "/tmp/sp", vocab_size=500)  # doctest: +SKIP
+    '/tmp/sp.model'
+    """
+    import sentencepiece as spm
+
+    files = expand_input_patterns(input_files)
+    out_dir = os.path.dirname(os.path.abspath(model_prefix))
+    os.makedirs(out_dir, exist_ok=True)
+    spm.set_random_generator_seed(int(seed))
+    options = dict(
+        model_prefix=model_prefix, vocab_size=int(vocab_size), pad_id=0, unk_id=1,
+        bos_id=-1, eos_id=-1, control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        user_defined_symbols=USER_DEFINED_SYMBOLS, shuffle_input_sentence=True,
+        input_sentence_size=int(input_sentence_size), character_coverage=character_coverage,
+        model_type=model_type, num_threads=int(num_threads),
+        # Our text is already normalised the way the pipeline will see it.
+        minloglevel=2)
+    options.update(extra_options or {})
+    lines = _iter_lines(files, do_lower_case, max_line_bytes)
+    first = next(lines, None)
+    if first is None:
+        raise ValueError(f"No text in {files!r}: every line is empty, too long or not UTF-8.")
+
+    def all_lines() -> Iterable[str]:
+        yield first
+        yield from lines
+
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(all_lines()), **options)
+    return model_prefix + ".model"

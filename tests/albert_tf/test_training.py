@@ -1,0 +1,268 @@
+"""The custom pretraining loop: exact big-batch accumulation, resume after a
+kill, mirrored and multi-worker runs, logs/summaries/eval output, bad input."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from albert_tf import optimization, training
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import training_testlib as tl  # noqa: E402
+
+WORKER = os.path.join(HERE, "training_worker.py")
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrain_data")
+    tl.write_tfrecords(str(root / "a.tfrecord"), 48, seed=1)
+    tl.write_tfrecords(str(root / "b.tfrecord"), 48, seed=2)
+    return str(root / "*.tfrecord")
+
+
+def _run(data, output_dir, **kwargs):
+    args = dict(train_batch_size=8, num_train_steps=3, num_warmup_steps=1,
+                learning_rate=0.01, save_checkpoints_steps=10, log_steps=1,
+                max_seq_length=tl.SEQ, max_predictions_per_seq=tl.PREDS,
+                seed=7)
+    args.update(kwargs)
+    config = args.pop("config", tl.tiny_config())
+    return training.run_pretraining(
+        config, tl.make_dataset_fn(data, args["train_batch_size"]),
+        str(output_dir), **args)
+
+
+def _weights(model):
+    return {v.path: v.numpy() for v in model.weights}
+
+
+def _reference_big_batch(data, steps, batch, seed=7):
+    """Plain GradientTape training on whole batches with the original loss."""
+    keras.utils.set_random_seed(seed)
+    model = albert_tf.AlbertPretrainer(tl.tiny_config())
+    schedule = optimization.WarmupPolynomialDecay(0.01, steps, 1)
+    opt = optimization.Lamb(schedule, global_clipnorm=1.0)
+    ds = tl.make_dataset_fn(data, batch)(tf.distribute.InputContext())
+    for batch_values in ds.take(steps):
+        with tf.GradientTape() as tape:
+            out = model(batch_values, training=True)
+            loss = albert_tf.pretraining_losses(
+                albert_tf.pretraining_loss_terms(batch_values, out))["loss"]
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+    return _weights(model)
+
+
+def _assert_weights_close(got, want, rtol=1e-4, atol=1e-5):
+    """Defaults for runs whose sums are ordered differently: Adam without bias
+    correction maps a near-zero gradient entry g to about g / (|g| + 1e-6), so
+    float32 summation order moves such entries by up to ~1e-3 of one step
+    (lr 0.01 here); 1e-5 is 1e-3 of the 3-step travel."""
+    assert set(got) == set(want)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=atol,
+                                   err_msg=key)
+
+
+def test_accumulation_equals_one_big_batch(data, tmp_path):
+    want = _reference_big_batch(data, steps=3, batch=8)
+    one = _run(data, tmp_path / "one")
+    four = _run(data, tmp_path / "four", gradient_accumulation_steps=4)
+    _assert_weights_close(_weights(one["model"]), want)
+    _assert_weights_close(_weights(four["model"]), want)
+    # The comparison is between trained weights, not two initial states.
+    keras.utils.set_random_seed(7)
+    init = _weights(albert_tf.AlbertPretrainer(tl.tiny_config()))
+    moved = [k for k in want if np.max(np.abs(want[k] - init[k])) > 1e-3]
+    assert len(moved) > len(want) // 2, moved
+
+
+def test_outputs_logs_summaries_and_eval_results(data, tmp_path):
+    logged = []
+    spm = tmp_path / "vocab.model"
+    spm.write_bytes(b"not a real model, copied verbatim")
+    result = _run(data, tmp_path / "run", num_train_steps=4,
+                  save_checkpoints_steps=2, keep_checkpoint_max=1,
+                  spm_model_file=str(spm), log_callback=logged.append,
+                  eval_dataset_fn=tl.make_dataset_fn(data, 8, repeat=False),
+                  max_eval_steps=3)
+    out = tmp_path / "run"
+    assert [m["step"] for m in logged] == [1, 2, 3, 4]
+    for key in ("loss", "mlm_accuracy", "sop_accuracy", "learning_rate",
+                "examples_per_second", "eta_seconds"):
+        assert np.isfinite(logged[-1][key]), key
+    # Schedule: warmup 1 step, then linear decay over 4 steps (lr of step 4
+    # is schedule(3) = 0.01 * (1 - 3/4)).
+    np.testing.assert_allclose(logged[-1]["learning_rate"], 0.0025, rtol=1e-5)
+    assert result["global_step"] == 4
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-4.index"]
+    assert (out / "spm.model").read_bytes() == spm.read_bytes()
+    assert albert_tf.AlbertConfig.from_json_file(
+        str(out / "albert_config.json")) == tl.tiny_config()
+    lines = (out / "eval_results.txt").read_text().splitlines()
+    keys = [line.split(" = ")[0] for line in lines]
+    for key in ("global_step", "masked_lm_accuracy", "masked_lm_loss",
+                "sentence_order_accuracy", "sentence_order_loss"):
+        assert key in keys
+    assert "global_step = 4" in lines
+    assert 24 == result["eval_num_examples"]  # 3 batches of 8
+    # TensorBoard scalars (scalars plugin) for every logged step.
+    tags = {}
+    for path in (out / "train").glob("events.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+    assert tags["loss"] == [1, 2, 3, 4]
+    assert "mlm_accuracy" in tags and "learning_rate" in tags
+    # The training checkpoint and the exported weights load back.
+    loaded = albert_tf.load_checkpoint(str(out / "ckpt-4"))
+    _assert_weights_close(_weights(loaded), _weights(result["model"]),
+                          rtol=0, atol=0)
+
+
+def test_warm_start_from_init_checkpoint(data, tmp_path):
+    first = _run(data, tmp_path / "first", num_train_steps=2)
+    second = _run(data, tmp_path / "second", num_train_steps=1,
+                  learning_rate=0.0, seed=99,
+                  init_checkpoint=str(tmp_path / "first"))
+    # lr 0: the warm-started weights are exactly the source's.
+    _assert_weights_close(_weights(second["model"]), _weights(first["model"]),
+                          rtol=0, atol=0)
+
+
+def test_bad_inputs_give_clear_errors(data, tmp_path):
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    with pytest.raises(training.TrainingError, match="yielded no batch"):
+        _run(str(empty), tmp_path / "a")
+    with pytest.raises(training.TrainingError, match="max_seq_length=32"):
+        training.run_pretraining(
+            tl.tiny_config(), tl.make_dataset_fn(data, 8, seq_length=32),
+            str(tmp_path / "b"), train_batch_size=8, num_train_steps=2,
+            max_seq_length=32, max_predictions_per_seq=tl.PREDS)
+    with pytest.raises(ValueError, match="train_batch_size=6"):
+        _run(data, tmp_path / "c", train_batch_size=6,
+             gradient_accumulation_steps=4)
+    _run(data, tmp_path / "d", num_train_steps=1)
+    with pytest.raises(training.TrainingError, match="hidden_size: 16 there"):
+        _run(data, tmp_path / "d", config=tl.tiny_config(hidden_size=32))
+
+
+def test_nan_loss_names_step_and_last_good_checkpoint(data, tmp_path):
+    clean = tl.make_dataset_fn(data, 8)
+
+    def poisoned(ctx):
+        def poison(index, batch):
+            bad = tf.cast(index >= 3, tf.float32) * np.nan
+            batch = dict(batch)
+            batch["masked_lm_weights"] = batch["masked_lm_weights"] + tf.where(
+                index >= 3, bad, 0.0)
+            return batch
+        return clean(ctx).enumerate().map(poison)
+
+    with pytest.raises(training.TrainingError) as info:
+        training.run_pretraining(
+            tl.tiny_config(), poisoned, str(tmp_path / "nan"),
+            train_batch_size=8, num_train_steps=6, num_warmup_steps=1,
+            save_checkpoints_steps=2, log_steps=1)
+    message = str(info.value)
+    assert "at step 4" in message and "ckpt-2" in message, message
+
+
+def _python():
+    return [sys.executable, WORKER]
+
+
+def _worker(args, env=None, check=True, timeout=240):
+    proc = subprocess.run(_python() + [json.dumps(args)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"worker failed ({proc.returncode}):\n"
+                             f"{proc.stderr[-4000:]}")
+    return proc
+
+
+def _checkpoint_values(prefix):
+    return {name: tf.train.load_variable(prefix, name)
+            for name, _ in tf.train.list_variables(prefix)
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def test_killed_run_resumes_exactly(data, tmp_path):
+    base = dict(data=data, batch=8, steps=6, save_steps=2, dropout=0.1)
+    _worker(dict(base, output_dir=str(tmp_path / "straight")))
+    killed = _worker(dict(base, output_dir=str(tmp_path / "resumed"),
+                          die_after_step=3), check=False)
+    assert killed.returncode != 0  # SIGKILL after the step-2 checkpoint
+    assert tf.train.latest_checkpoint(str(tmp_path / "resumed")).endswith(
+        "ckpt-2")
+    resumed = _worker(dict(base, output_dir=str(tmp_path / "resumed")))
+    assert "Resumed from step 2" in resumed.stderr
+    want = _checkpoint_values(str(tmp_path / "straight" / "ckpt-6"))
+    got = _checkpoint_values(str(tmp_path / "resumed" / "ckpt-6"))
+    assert set(got) == set(want)
+    # Model, optimizer slots and iterations, global step: all of them.
+    assert any(k.startswith("optimizer/_variables/") for k in want)
+    assert "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE" in want
+    assert "global_step/.ATTRIBUTES/VARIABLE_VALUE" in want
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_mirrored_two_cpu_replicas_equal_one_device(data, tmp_path):
+    dump = str(tmp_path / "mirrored.npz")
+    _worker(dict(data=data, batch=8, steps=3, accum=2, strategy="mirrored",
+                 logical_cpus=2, output_dir=str(tmp_path / "m"), dump=dump,
+                 warmup=1))
+    got = dict(np.load(dump))
+    assert int(got.pop("replicas")) == 2  # copies compared in the worker
+    _assert_weights_close(got, _reference_big_batch(data, steps=3, batch=8))
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_mirrored_two_processes(data, tmp_path):
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        args = dict(data=data, batch=8, steps=3, strategy="multi_worker_mirrored",
+                    output_dir=str(tmp_path / "mw"), warmup=1,
+                    dump=str(tmp_path / f"worker{index}.npz"))
+        procs.append(subprocess.Popen(
+            _python() + [json.dumps(args)], cwd=REPO, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    outputs = [p.communicate(timeout=300) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-4000:]
+    w0 = dict(np.load(tmp_path / "worker0.npz"))
+    w1 = dict(np.load(tmp_path / "worker1.npz"))
+    for key in w0:
+        np.testing.assert_array_equal(w0[key], w1[key], err_msg=key)
+    w0.pop("replicas")
+    _assert_weights_close(w0, _reference_big_batch(data, steps=3, batch=8))
+    # Only the chief wrote to output_dir; the other worker's scratch is gone.
+    names = sorted(os.listdir(tmp_path / "mw"))
+    assert "ckpt-3.index" in names and not [n for n in names
+                                            if n.startswith(".worker")]
