@@ -16,8 +16,10 @@ Formats read by `load_checkpoint`:
   next to it (or pass `config=`);
 - a Hugging Face ALBERT folder: `config.json` + `model.safetensors` (read with
   safetensors' NumPy API: no torch needed);
-- our format: a folder with `albert_config.json` + `model.weights.h5`
-  (written by `save_pretrained` and `albert-convert`);
+- our format: a folder with `albert_config.json` + `model.weights.safetensors`
+  (written by `save_pretrained` and `albert-convert`): the canonical names
+  above as safetensors keys, so the file does not depend on how the Keras
+  layers are nested and any mismatch is reported by variable name;
 - a training checkpoint of this project (`tf.train.Checkpoint(model=...)`),
   prefix or folder, with `albert_config.json` in the same folder.
 """
@@ -38,7 +40,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.models.pretrainer import AlbertPretrainer
 
 CONFIG_FILENAME = "albert_config.json"
-WEIGHTS_FILENAME = "model.weights.h5"
+WEIGHTS_FILENAME = "model.weights.safetensors"
 SPM_MODEL_FILENAME = "spm.model"
 SPM_VOCAB_FILENAME = "spm.vocab"
 
@@ -319,8 +321,11 @@ def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None
         assign_by_name(model, values, source=path)
         return model
     if os.path.isdir(path) and os.path.exists(os.path.join(path, WEIGHTS_FILENAME)):
+        from safetensors.numpy import load_file
+
+        weights = os.path.join(path, WEIGHTS_FILENAME)
         model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
-        _load_keras_weights(model, os.path.join(path, WEIGHTS_FILENAME))
+        assign_by_name(model, load_file(weights), source=weights)
         return model
     prefix = _checkpoint_prefix(path)
     if prefix is None:
@@ -342,16 +347,9 @@ def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None
     return model
 
 
-def _load_keras_weights(model: AlbertPretrainer, path: str) -> None:
-    try:
-        model.load_weights(path)
-    except ValueError as e:
-        raise ValueError(f"Weights in {path} do not match the model built from its config: {e}") from e
-
-
 # -------------------------------------------------------------------- saving
 def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None) -> str:
-    """Writes our format: albert_config.json + model.weights.h5 (+ spm.model).
+    """Writes our format: albert_config.json + model.weights.safetensors (+ spm.model).
 
     Files are written under temporary names and renamed, so a crash never
     leaves a half-written weights file under the final name.
@@ -365,9 +363,12 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     Returns:
         output_dir.
     """
+    from safetensors.numpy import save_file
+
     os.makedirs(output_dir, exist_ok=True)
-    tmp_weights = os.path.join(output_dir, f"tmp-{os.getpid()}.{WEIGHTS_FILENAME}")
-    model.save_weights(tmp_weights)
+    tmp_weights = os.path.join(output_dir, f".{WEIGHTS_FILENAME}.tmp-{os.getpid()}")
+    arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
+    save_file(arrays, tmp_weights, metadata={"format": "albert-tf", "sharing": model.config.sharing})
     os.replace(tmp_weights, os.path.join(output_dir, WEIGHTS_FILENAME))
     model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
     if spm_model_file:

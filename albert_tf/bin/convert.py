@@ -3,7 +3,7 @@
 Reads an original google-research TF1 checkpoint (albert_config.json next to
 it), a Hugging Face ALBERT folder (config.json + model.safetensors) or a
 checkpoint of this project, and writes `albert_config.json` +
-`model.weights.h5` (+ the SentencePiece model when given) to --output_dir.
+`model.weights.safetensors` (+ the SentencePiece model when given) to --output_dir.
 
     albert-convert --input=albert_base/model.ckpt-best --output_dir=albert_base_tf2 \
         --spm_model_file=albert_base/30k-clean.model
@@ -15,7 +15,7 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("input", None, "Checkpoint prefix or folder to convert.")
-flags.DEFINE_string("output_dir", None, "Folder to write albert_config.json and model.weights.h5 to.")
+flags.DEFINE_string("output_dir", None, "Folder to write albert_config.json and model.weights.safetensors to.")
 flags.DEFINE_string(
     "albert_config_file", None, "Config to use instead of the albert_config.json next to --input (TF1 only)."
 )

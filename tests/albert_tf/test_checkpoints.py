@@ -138,7 +138,7 @@ def test_save_pretrained_round_trip(tmp_path):
     spm = tmp_path / "x.model"
     spm.write_bytes(b"spm")
     out = albert_tf.save_pretrained(model, str(tmp_path / "ours"), spm_model_file=str(spm))
-    assert sorted(os.listdir(out)) == ["albert_config.json", "model.weights.h5", "spm.model"]
+    assert sorted(os.listdir(out)) == ["albert_config.json", "model.weights.safetensors", "spm.model"]
     _assert_golden(albert_tf.load_checkpoint(out), np.load(os.path.join(ORIGINAL, "g2_i2", "io.npz")))
 
 
@@ -162,3 +162,12 @@ def test_convert_binary(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads((out / "albert_config.json").read_text())["num_hidden_groups"] == 2
     _assert_golden(albert_tf.load_checkpoint(str(out)), np.load(os.path.join(ORIGINAL, "g2_i2", "io.npz")))
+
+
+def test_our_format_reports_mismatches_by_name(tmp_path):
+    model = albert_tf.AlbertPretrainer(AlbertConfig.tiny())
+    out = albert_tf.save_pretrained(model, str(tmp_path / "ours"))
+    with pytest.raises(ValueError, match=r"word_embeddings: checkpoint \(100, 16\) vs model \(120, 16\)"):
+        albert_tf.load_checkpoint(out, config=AlbertConfig.tiny(vocab_size=120))
+    with pytest.raises(ValueError, match="group_1"):
+        albert_tf.load_checkpoint(out, config=AlbertConfig.tiny(num_hidden_groups=2))
