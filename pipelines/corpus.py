@@ -146,15 +146,17 @@ def documents_dataset(files: Sequence[str], do_lower_case: bool = True,
 
     def read_file(path, comp):
         # The sentinel "" makes every file end a document.
-        return tf.data.TextLineDataset(path, compression_type=comp, buffer_size=1 << 20).concatenate(
-            tf.data.Dataset.from_tensors(tf.constant("")))
+        text = tf.data.TextLineDataset(path, compression_type=comp, buffer_size=1 << 20)
+        return text.concatenate(tf.data.Dataset.from_tensors(tf.constant("")))
 
-    lines = tf.data.Dataset.from_tensor_slices((files, compression)).flat_map(read_file)
+    lines = tf.data.Dataset.from_tensor_slices((files, compression)).flat_map(
+        tf.autograph.experimental.do_not_convert(read_file))
+    no_autograph = tf.autograph.experimental.do_not_convert
     blocks = lines.batch(lines_per_block).map(
-        lambda x: clean_lines(x, do_lower_case, max_line_bytes),
+        no_autograph(lambda x: clean_lines(x, do_lower_case, max_line_bytes)),
         num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     init = (tf.constant([], tf.string), tf.constant([], tf.int32), tf.constant(0, tf.int64))
-    docs = blocks.scan(init, _group_step(max_document_lines))
+    docs = blocks.scan(init, no_autograph(_group_step(max_document_lines)))
 
     def to_elements(text, row_lengths, doc_ids, bad_utf8, too_long):
         return {
@@ -164,4 +166,4 @@ def documents_dataset(files: Sequence[str], do_lower_case: bool = True,
             "too_long": too_long,
         }
 
-    return docs.map(to_elements).unbatch()
+    return docs.map(no_autograph(to_elements)).unbatch()

@@ -6,20 +6,23 @@ random choice is keyed by the document number (random_ops), so a shard's
 content depends only on (inputs, seed, num_shards, options, s): n workers
 together write exactly the files of one single-process run.
 
-Streaming, bounded memory.  One pass over the corpus per worker: documents
-stream through tf.data (read, normalise, group, tokenize, pair, mask,
-serialise; the parallel stages are deterministic), and each instance is
-appended to its shard's *spill* file in document order.  Then every shard's
-spill is shuffled with a bounded, seeded buffer (`shuffle_buffer_size`
-records) into the final shard.  Memory is the tf.data buffers plus that
-shuffle buffer, whatever the corpus size (the original holds every instance
-of every pass in RAM before writing).  The records of one document's
-`dupe_factor` passes are mixed only within that buffer (the original shuffles
-globally), so keep the training reader's shuffle on.
+Streaming, bounded memory, shuffled shards.  One pass over the corpus per
+worker: documents stream through tf.data (read, normalise, group, tokenize,
+pair, mask, serialise; the parallel stages are deterministic), and each
+instance is appended to one of K *spill* files of its shard, chosen by a keyed
+hash of the instance (K = min(16, 256 // num_shards), at least 1, so at most
+about 256 files are open).  Then each spill file is shuffled with a seeded
+buffer of `shuffle_buffer_size` records and appended to the shard.  This is the
+classic two-pass external shuffle: when a spill file fits in the buffer (shards
+up to K * shuffle_buffer_size records) the shard is a uniformly random
+permutation, like the original's global shuffle; bigger spill files are
+shuffled within the buffer window.  Memory is the tf.data buffers plus that
+shuffle buffer, whatever the corpus size (the original holds every instance of
+every pass in RAM before writing).
 
 Crash safety.  A shard is written under a temporary name and renamed when
 complete; a run skips shards that already exist and redoes only the missing
-ones (stale temporary and spill files are overwritten).
+ones (stale temporary and spill files of those shards are removed first).
 
 Example:
 
@@ -160,7 +163,8 @@ def create_pretraining_data(
     if num_workers < 1:
         raise ValueError(f"num_workers must be >= 1, got {num_workers}.")
     if not 0 <= shard_index < num_workers:
-        raise ValueError(f"shard_index must be in [0, num_workers={num_workers}), got {shard_index}.")
+        raise ValueError(
+            f"shard_index must be in [0, num_workers={num_workers}), got {shard_index}.")
     if output_compression not in ("", "GZIP"):
         raise ValueError(f"output_compression must be '' or 'GZIP', got {output_compression!r}.")
     if docs_per_batch < 1 or shuffle_buffer_size < 1:
@@ -200,16 +204,23 @@ def create_pretraining_data(
                                 max_line_bytes, max_document_lines, docs_per_batch,
                                 num_parallel_calls)
 
-    # Pass 1: every instance, in document order, to its shard's spill file.
-    spills = {s: _temp_path(finals[s], "spill") for s in pending}
-    writers = {s: tf.io.TFRecordWriter(spills[s]) for s in pending}
+    # Pass 1: every instance, in document order, to a spill file of its shard.
+    buckets = spill_buckets(num_shards)
+    for s in pending:
+        for stale in tf.io.gfile.glob(_temp_path(finals[s], "spill*")):
+            tf.io.gfile.remove(stale)
+    spills = {(s, b): _temp_path(finals[s], f"spill-{b:02d}")
+              for s in pending for b in range(buckets)}
+    writers = {key: tf.io.TFRecordWriter(path) for key, path in spills.items()}
     counts = {s: 0 for s in pending}
     last_log = time.time()
     try:
         for out in dataset.as_numpy_iterator():
             shards = out["doc_id"] % num_shards
-            for record, shard in zip(out["serialized"], shards.tolist()):
-                writers[shard].write(record)
+            bucket_of = out["shuffle_key"] % buckets
+            for record, shard, bucket in zip(out["serialized"], shards.tolist(),
+                                             bucket_of.tolist()):
+                writers[(shard, bucket)].write(record)
                 counts[shard] += 1
             sentences = out["doc_sentences"]
             summary.documents += int(np.sum(sentences >= 2))
@@ -248,23 +259,37 @@ def create_pretraining_data(
             summary.one_sentence_documents,
             summary.one_sentence_documents + summary.documents)
 
-    # Pass 2: shuffle every shard (bounded buffer, seeded per shard), write, rename.
+    # Pass 2: shuffle every spill file (bounded buffer, seeded per shard and
+    # file), append to the shard's temporary file, rename when complete.
     options = tf.io.TFRecordOptions(compression_type=output_compression or None)
     for s in pending:
-        seed = _shard_seed(random_seed, s)
-        records = tf.data.TFRecordDataset(spills[s]).shuffle(
-            shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False).batch(1024)
         temp = _temp_path(finals[s], "incomplete")
+        paths = [spills[(s, b)] for b in range(buckets)]
+        seeds = [_shard_seed(random_seed, s * buckets + b) for b in range(buckets)]
+
+        @tf.autograph.experimental.do_not_convert
+        def shuffled(path, seed):
+            return tf.data.TFRecordDataset(path).shuffle(
+                shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False)
+
+        records = tf.data.Dataset.from_tensor_slices((paths, seeds)).flat_map(shuffled)
         with tf.io.TFRecordWriter(temp, options) as writer:
-            for batch in records.as_numpy_iterator():
+            for batch in records.batch(1024).as_numpy_iterator():
                 for record in batch:
                     writer.write(record)
         tf.io.gfile.rename(temp, finals[s], overwrite=True)
-        tf.io.gfile.remove(spills[s])
+        for b in range(buckets):
+            tf.io.gfile.remove(spills[(s, b)])
         summary.shards_written.append(finals[s])
         logging.info("Wrote %s (%d instances).", finals[s], counts[s])
     summary.seconds = time.time() - start_time
     return summary
+
+
+def spill_buckets(num_shards: int) -> int:
+    """Spill files per shard: a function of num_shards only (determinism), and
+    at most ~256 open files in all."""
+    return max(1, min(16, 256 // num_shards))
 
 
 def _shard_seed(seed: int, shard: int) -> int:
@@ -282,7 +307,8 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
     docs = corpus.documents_dataset(files, do_lower_case=do_lower_case,
                                     max_line_bytes=max_line_bytes,
                                     max_document_lines=max_document_lines)
-    docs = docs.filter(lambda e: tf.gather(wanted, e["doc_id"] % num_shards))
+    docs = docs.filter(tf.autograph.experimental.do_not_convert(
+        lambda e: tf.gather(wanted, e["doc_id"] % num_shards)))
     if builder.config.uses_random_documents:
         # Random other documents come from the same batch: batch per shard, so that
         # a shard's batches do not depend on which other shards this worker has.
@@ -293,6 +319,9 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
     else:
         docs = docs.ragged_batch(docs_per_batch)
 
+    # No autograph: the code has no tensor-dependent Python control flow, and
+    # converting it would triple the start-up (tracing) time.
+    @tf.autograph.experimental.do_not_convert
     def process(batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
         lines = batch["lines"]
         if not isinstance(lines, tf.RaggedTensor):
@@ -304,6 +333,10 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
             "length": feats["length"],
             "num_masked": feats["num_masked"],
             "next_sentence_labels": feats["next_sentence_labels"],
+            # Which spill file: a keyed hash of the instance, not of its position.
+            "shuffle_key": tf.cast(tf.bitwise.right_shift(
+                random_ops.fold_in(feats["shuffle_key"], random_ops.SHUFFLE),
+                tf.constant(33, tf.uint64)), tf.int64),
             "doc_sentences": stats["sentences"],
             "doc_bad_utf8": batch["bad_utf8"],
             "doc_too_long": batch["too_long"],

@@ -144,7 +144,7 @@ class InstanceBuilder:
             segment_ids, token_boundary [C, T], masked_lm_positions,
             masked_lm_ids [C, P], float32 masked_lm_weights [C, P], int32
             next_sentence_labels [C], int64 doc_id [C], int32 num_masked and
-            length [C].  stats: int32 [D] sentences per document, and the
+            length [C], uint64 shuffle_key [C] (a random key of the instance).  stats: int32 [D] sentences per document, and the
             scalar count of chunks too short to pair ("dropped_chunks").
         """
         cfg = self.config
@@ -185,10 +185,12 @@ class InstanceBuilder:
         pair_pass = pair % dupes
         pair_key = random_ops.fold_in(
             random_ops.fold_in(tf.gather(doc_keys, pair_doc), random_ops.DUPE), pair_pass)
-        is_short = random_ops.uniform(
-            random_ops.fold_in(pair_key, random_ops.TARGET_IS_SHORT)) < cfg.short_seq_prob
-        short_len = random_ops.randint(
-            random_ops.fold_in(pair_key, random_ops.TARGET_LENGTH), 2, max_tokens)
+        pair_bits = random_ops.stream(pair_key, 2)
+        is_short = random_ops.uniform_bits(pair_bits[:, 0]) < cfg.short_seq_prob
+        short_len = random_ops.randint_bits(pair_bits[:, 1], 2, max_tokens)
+        # Chunk i of a pair draws from stream(fold_in(chunk_base, i)): columns
+        # 0-2 in the loop below, 3-10 after it.
+        chunk_base = random_ops.fold_in(pair_key, random_ops.CHUNK)
         target = tf.where(is_short, short_len, max_tokens)
         valid_doc = tf.gather(nsent, pair_doc) >= 2
         limit = tf.gather(doc_end, pair_doc)
@@ -207,21 +209,17 @@ class InstanceBuilder:
             base = tf.gather(p_cum_excl, start)
             end = tf.minimum(_search(cum_incl, base + target), limit - 1)
             nseg = end - start + 1
-            ckey = random_ops.fold_in(random_ops.fold_in(pair_key, random_ops.CHUNK), i)
+            bits = random_ops.stream(random_ops.fold_in(chunk_base, i), 3)
             a_end = tf.where(
-                nseg >= 2,
-                random_ops.randint(random_ops.fold_in(ckey, random_ops.A_END), 1,
-                                   tf.maximum(nseg - 1, 1)), 1)
+                nseg >= 2, random_ops.randint_bits(bits[:, 0], 1, tf.maximum(nseg - 1, 1)), 1)
             is_random = tf.zeros_like(active)
             if single_random:
                 is_random = nseg == 1
             if nsp:
-                is_random |= random_ops.uniform(
-                    random_ops.fold_in(ckey, random_ops.RANDOM_NEXT)) < 0.5
+                is_random |= random_ops.uniform_bits(bits[:, 1]) < 0.5
                 swap = tf.zeros_like(active)
             else:
-                swap = (~is_random) & (random_ops.uniform(
-                    random_ops.fold_in(ckey, random_ops.SWAP)) < 0.5)
+                swap = (~is_random) & (random_ops.uniform_bits(bits[:, 2]) < 0.5)
             nxt = tf.where(is_random, start + a_end, end + 1)
             return (i + 1, tf.where(active, nxt, start),
                     ta_start.write(i, start), ta_aend.write(i, a_end), ta_end.write(i, end),
@@ -253,8 +251,8 @@ class InstanceBuilder:
         c_pair = pick(tf.broadcast_to(pair[:, None], tf.shape(active)))
         c_doc = tf.gather(pair_doc, c_pair)
         c_target = tf.gather(target, c_pair)
-        c_key = random_ops.fold_in(
-            random_ops.fold_in(tf.gather(pair_key, c_pair), random_ops.CHUNK), c_chunk)
+        c_bits = random_ops.stream(
+            random_ops.fold_in(tf.gather(chunk_base, c_pair), c_chunk), 11)
         nseg = c_end - c_start + 1
 
         # A = the first a_end segments.
@@ -273,7 +271,7 @@ class InstanceBuilder:
         first_inner = tf.minimum(a_lo + 1, num_tokens)
         n_starts = tf.gather(st_excl, a_hi) - tf.gather(st_excl, first_inner)
         n_starts = tf.where(seg_len >= 2, n_starts, 0)
-        u_split = random_ops.uniform(random_ops.fold_in(c_key, random_ops.SPLIT))
+        u_split = random_ops.uniform_bits(c_bits[:, 3])
         rank = tf.cast(tf.floor(u_split * tf.cast(n_starts, tf.float64)), tf.int32)
         at_start = _search(st_incl, tf.gather(st_excl, first_inner) + rank + 1)
         anywhere = a_lo + 1 + tf.cast(
@@ -286,15 +284,14 @@ class InstanceBuilder:
         if single_random:
             # B from a random other document of the batch, from a random sentence on,
             # until it reaches target - len(A) tokens.
-            u_doc = random_ops.uniform(random_ops.fold_in(c_key, random_ops.RANDOM_DOC))
+            u_doc = random_ops.uniform_bits(c_bits[:, 4])
             others = tf.maximum(num_docs - 1, 1)
             offset = 1 + tf.cast(tf.floor(u_doc * tf.cast(others, tf.float64)), tf.int32)
             r_doc = tf.where(num_docs > 1, (c_doc + offset) % num_docs, c_doc)
             r_doc = tf.where(tf.gather(nsent, r_doc) > 0, r_doc, c_doc)
             r_n = tf.gather(nsent, r_doc)
             r_first = tf.gather(doc_first, r_doc)
-            r_start = r_first + random_ops.randint(
-                random_ops.fold_in(c_key, random_ops.RANDOM_DOC_START), 0, r_n - 1)
+            r_start = r_first + random_ops.randint_bits(c_bits[:, 5], 0, r_n - 1)
             target_b = c_target - (a_hi - a_lo)
             r_end = _search(cum_incl, tf.gather(p_cum_excl, r_start) + target_b)
             r_end = tf.maximum(tf.minimum(r_end, r_first + r_n - 1), r_start)
@@ -303,8 +300,9 @@ class InstanceBuilder:
 
         ok = (a_hi > a_lo) & (b_hi > b_lo)
         dropped = tf.reduce_sum(tf.cast(~ok, tf.int32))
-        a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_key, c_doc = [
-            tf.boolean_mask(t, ok) for t in (a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_key, c_doc)]
+        a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_bits, c_doc = [
+            tf.boolean_mask(t, ok)
+            for t in (a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_bits, c_doc)]
 
         # SOP swap (before truncation, as the original).
         a_lo, b_lo = tf.where(c_swap, b_lo, a_lo), tf.where(c_swap, a_lo, b_lo)
@@ -312,8 +310,8 @@ class InstanceBuilder:
         len_a = a_hi - a_lo
         len_b = b_hi - b_lo
         cut_a, cut_b = truncation_counts(len_a, len_b, max_tokens)
-        front_a = random_ops.binomial_half(random_ops.fold_in(c_key, random_ops.TRUNC_A), cut_a)
-        front_b = random_ops.binomial_half(random_ops.fold_in(c_key, random_ops.TRUNC_B), cut_b)
+        front_a = random_ops.binomial_half_bits(c_bits[:, 6], c_bits[:, 7], cut_a)
+        front_b = random_ops.binomial_half_bits(c_bits[:, 8], c_bits[:, 9], cut_b)
         a_lo, a_hi = a_lo + front_a, a_hi - (cut_a - front_a)
         b_lo, b_hi = b_lo + front_b, b_hi - (cut_b - front_b)
         len_a = a_hi - a_lo
@@ -330,7 +328,7 @@ class InstanceBuilder:
         input_mask = pos < length[:, None]
         segment_ids = (pos >= (len_a + 2)[:, None]) & input_mask
         is_start = tf.gather(self.is_start, ids) & input_mask
-        mask_keys = random_ops.fold_in(c_key, random_ops.MASK_KEY)
+        mask_keys = c_bits[:, 10]
         masked = masking_lib.mask_tokens(ids, input_mask, is_start, mask_keys, cfg.masking)
         features = {
             "input_ids": masked["input_ids"],
@@ -344,6 +342,7 @@ class InstanceBuilder:
             "doc_id": tf.gather(doc_ids, c_doc),
             "num_masked": masked["num_masked"],
             "length": length,
+            "shuffle_key": c_bits[:, 10],
         }
         stats = {"sentences": nsent, "dropped_chunks": dropped}
         return features, stats

@@ -99,10 +99,33 @@ class MaskingConfig:
         return [w / total for w in weights]
 
 
-def _keys2d(keys: tf.Tensor, purpose: int, width: int) -> tf.Tensor:
-    """Keys [B, width]: one per (row, column) for one purpose."""
-    row = random_ops.fold_in(keys, purpose)[:, None]
-    return random_ops.fold_in(row, tf.range(width, dtype=tf.int64)[None, :])
+def random_draws(keys: tf.Tensor, seq_len: int, config: MaskingConfig) -> Dict[str, tf.Tensor]:
+    """Every random number the masking of a row uses, keyed by the row's key.
+
+    Two 64-bit hashes per (row, position): 32 bits order the words and 32 bits
+    draw n for the k-th visited start; 16 + 16 + 32 bits choose the token
+    replacement.  Exposed so tests can drive a reference implementation with
+    the same numbers.
+
+    Returns:
+        order: float64 [B, T] sort keys of the words (word w uses column w);
+        n: int32 [B, T] the n drawn for the k-th visit (column k);
+        to_mask, keep: bool [B, T] per position ([MASK] / else unchanged);
+        random_id: int32 [B, T] the random replacement id per position.
+    """
+    bits_a = random_ops.stream(random_ops.fold_in(keys, random_ops.WORD_ORDER), seq_len)
+    bits_b = random_ops.stream(random_ops.fold_in(keys, random_ops.REPLACEMENT), seq_len)
+    cdf = tf.constant(list(_cumsum(config.ngram_probs()))[:-1], tf.float64)
+    draw_u = random_ops.high_uniform(bits_a, 0, 32)
+    n_draw = 1 + tf.reduce_sum(tf.cast(draw_u[:, :, None] >= cdf[None, None, :], tf.int32), axis=2)
+    u_rand = random_ops.high_uniform(bits_b, 0, 32)
+    return {
+        "order": random_ops.high_uniform(bits_a, 32, 32),
+        "n": n_draw,
+        "to_mask": random_ops.high_uniform(bits_b, 48, 16) < 0.8,
+        "keep": random_ops.high_uniform(bits_b, 32, 16) < 0.5,
+        "random_id": tf.cast(tf.floor(u_rand * config.vocab_size), tf.int32),
+    }
 
 
 def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor,
@@ -165,15 +188,11 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor
     span_pieces = (tf.reshape(span_end, [batch, seq_len, ngram])
                    - word_cum[:, :seq_len, None])
 
+    draws = random_draws(keys, seq_len, config)
     # Visit order: a uniform permutation of the words of each row.
-    order_u = random_ops.uniform(_keys2d(keys, random_ops.WORD_ORDER, seq_len))
-    order_u = tf.where(positions_t[None, :] < num_words[:, None], order_u, 2.0)
-    order = tf.argsort(order_u, axis=1, stable=True, direction="ASCENDING")
-    order = tf.cast(order, tf.int32)
-    # n drawn for the k-th visited start, by inverting the CDF of p(n).
-    cdf = tf.constant(list(_cumsum(config.ngram_probs()))[:-1], tf.float64)
-    draw_u = random_ops.uniform(_keys2d(keys, random_ops.NGRAM_DRAW, seq_len))
-    n_draw = 1 + tf.reduce_sum(tf.cast(draw_u[:, :, None] >= cdf[None, None, :], tf.int32), axis=2)
+    order_u = tf.where(positions_t[None, :] < num_words[:, None], draws["order"], 2.0)
+    order = tf.cast(tf.argsort(order_u, axis=1, stable=True), tf.int32)
+    n_draw = draws["n"]
 
     j_range = tf.range(ngram, dtype=tf.int32)
     row_idx = tf.tile(row, [1, ngram])
@@ -211,18 +230,19 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor
     masked = cand & (tf.gather(covered, tf.maximum(word_of_pos, 0), batch_dims=1) > 0)
 
     # 80% [MASK], 10% unchanged, 10% random id, drawn per masked token.
-    u_mask = random_ops.uniform(_keys2d(keys, random_ops.REPLACE_MASK, seq_len))
-    u_keep = random_ops.uniform(_keys2d(keys, random_ops.REPLACE_KEEP, seq_len))
-    u_rand = random_ops.uniform(_keys2d(keys, random_ops.REPLACE_RANDOM, seq_len))
-    random_ids = tf.cast(tf.floor(u_rand * config.vocab_size), tf.int32)
-    replacement = tf.where(u_mask < 0.8, MASK_ID, tf.where(u_keep < 0.5, ids, random_ids))
+    replacement = tf.where(draws["to_mask"], MASK_ID,
+                           tf.where(draws["keep"], ids, draws["random_id"]))
     masked_ids = tf.where(masked, replacement, ids)
 
     num_masked = tf.reduce_sum(tf.cast(masked, tf.int32), axis=1)
-    where = tf.where(masked)  # row-major, so positions come out sorted
-    positions = tf.RaggedTensor.from_value_rowids(
-        tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.cast(batch, tf.int64))
-    positions = positions.to_tensor(default_value=0, shape=[None, num_preds])
+    # Sorted positions without dynamic shapes (XLA-friendly): the P smallest of
+    # pos (masked) / T + pos (not masked).
+    rank_key = tf.where(masked, positions_t[None, :], seq_len + positions_t[None, :])
+    k = min(num_preds, seq_len)
+    smallest = -tf.math.top_k(-rank_key, k=k, sorted=True).values
+    positions = tf.where(smallest < seq_len, smallest, 0)
+    if num_preds > seq_len:
+        positions = tf.pad(positions, [[0, 0], [0, num_preds - seq_len]])
     weights = tf.cast(tf.range(num_preds)[None, :] < num_masked[:, None], tf.float32)
     labels = tf.gather(ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
     return {

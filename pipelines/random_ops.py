@@ -30,22 +30,8 @@ _M2 = 0x94D049BB133111EB
 
 # Purposes: distinct constants folded into a key so that two decisions about
 # the same object never reuse a random number.
-TARGET_IS_SHORT = 1
-TARGET_LENGTH = 2
-A_END = 3
-RANDOM_NEXT = 4
-SWAP = 5
-SPLIT = 6
-RANDOM_DOC = 7
-RANDOM_DOC_START = 8
-TRUNC_A = 9
-TRUNC_B = 10
-MASK_KEY = 11
 WORD_ORDER = 12
-NGRAM_DRAW = 13
-REPLACE_MASK = 14
-REPLACE_KEEP = 15
-REPLACE_RANDOM = 16
+REPLACEMENT = 14
 DUPE = 17
 CHUNK = 18
 SHUFFLE = 19
@@ -84,26 +70,56 @@ def fold_in(key: tf.Tensor, value: Union[int, tf.Tensor]) -> tf.Tensor:
 
 def uniform(key: tf.Tensor) -> tf.Tensor:
     """A float64 in [0, 1) for every key: the top 53 bits of its hash."""
-    bits = tf.bitwise.right_shift(mix64(key), _u64(11))
-    return tf.cast(bits, tf.float64) * (1.0 / (1 << 53))
+    return uniform_bits(mix64(key))
+
+
+def uniform_bits(bits: tf.Tensor) -> tf.Tensor:
+    """A float64 in [0, 1) from already-hashed bits (e.g. `stream` output)."""
+    return tf.cast(tf.bitwise.right_shift(bits, _u64(11)), tf.float64) * (1.0 / (1 << 53))
+
+
+def randint_bits(bits: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
+    """Uniform integers in [low, high] inclusive from already-hashed bits, int32."""
+    low = tf.cast(low, tf.float64)
+    span = tf.cast(high, tf.float64) - low + 1.0
+    return tf.cast(tf.floor(low + uniform_bits(bits) * span), tf.int32)
+
+
+def stream(key: tf.Tensor, width: int) -> tf.Tensor:
+    """uint64 [..., width]: `width` independent hashes per key (SplitMix64 in
+    counter mode: the i-th output for state `key`), one mix per number."""
+    counter = tf.range(1, width + 1, dtype=tf.int64)
+    steps = tf.bitcast(counter, tf.uint64) * _u64(_GOLDEN)
+    return mix64(_u64(key)[..., None] + steps)
+
+
+def high_uniform(bits: tf.Tensor, shift: int, width: int) -> tf.Tensor:
+    """float64 in [0, 1) from `width` bits of `bits` starting at bit `shift`."""
+    field = tf.bitwise.right_shift(bits, _u64(shift))
+    if shift + width < 64:
+        field = tf.bitwise.bitwise_and(field, _u64((1 << width) - 1))
+    return tf.cast(field, tf.float64) * (1.0 / (1 << width))
 
 
 def randint(key: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
     """Uniform integers in [low, high] inclusive (as Python's randint), int32."""
-    low = tf.cast(low, tf.float64)
-    span = tf.cast(high, tf.float64) - low + 1.0
-    return tf.cast(tf.floor(low + uniform(key) * span), tf.int32)
+    return randint_bits(mix64(key), low, high)
 
 
 def binomial_half(key: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
-    """Draws of Binomial(count, 1/2), int32, as many counts as keys.
+    """Draws of Binomial(count, 1/2), int32, as many counts as keys."""
+    return binomial_half_bits(mix64(key), mix64(fold_in(key, 1)), count)
+
+
+def binomial_half_bits(bits: tf.Tensor, extra_bits: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
+    """Binomial(count, 1/2) from two already-hashed uint64 per draw, int32.
 
     Exact (a popcount of `count` random bits) for count <= 64; above that the
-    first 64 trials stay exact and the rest use the normal approximation, which
-    only matters for a truncation of more than 64 tokens from one segment.
+    first 64 trials stay exact and the rest use the normal approximation (from
+    `extra_bits`), which only matters for a truncation of more than 64 tokens
+    from one segment.
     """
     count = tf.cast(count, tf.int32)
-    bits = mix64(key)
     low = tf.minimum(count, 64)
     # mask of `low` ones; shifting a uint64 by 64 is undefined, so special-case it.
     ones = tf.where(
@@ -111,8 +127,8 @@ def binomial_half(key: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
         tf.bitwise.left_shift(_u64(1), tf.cast(tf.minimum(low, 63), tf.uint64)) - _u64(1))
     exact = tf.cast(tf.raw_ops.PopulationCount(x=tf.bitwise.bitwise_and(bits, ones)), tf.int32)
     rest = tf.cast(count - low, tf.float64)
-    u1 = tf.maximum(uniform(fold_in(key, 1)), 1e-300)
-    u2 = uniform(fold_in(key, 2))
+    u1 = tf.maximum(high_uniform(extra_bits, 32, 32), 1e-12)
+    u2 = high_uniform(extra_bits, 0, 32)
     normal = tf.sqrt(-2.0 * tf.math.log(u1)) * tf.cos(2.0 * 3.141592653589793 * u2)
     approx = tf.clip_by_value(tf.round(rest / 2.0 + normal * tf.sqrt(rest) / 2.0), 0.0, rest)
     return exact + tf.cast(approx, tf.int32)

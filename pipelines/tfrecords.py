@@ -7,8 +7,10 @@ Features, names, dtypes and lengths exactly as the original tool writes them
 (int64 [1]; 0 = in order, 1 = swapped or random).
 
 Examples are serialised in the graph with `tf.io.encode_proto` (batched, one
-call per message level), which gives the same bytes as
-`tf.train.Example.SerializeToString` for the same feature order.
+call per message level), features in the original's order; the records parse
+to the same `tf.train.Example` messages the original writes (Python protobuf
+may order map entries differently, so bytes are compared only among our own
+runs).
 
 Example:
 
@@ -207,7 +209,8 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         comp = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
         return tf.data.TFRecordDataset(path, compression_type=comp)
 
-    ds = ds.interleave(read, cycle_length=max(1, min(cycle_length, len(files))),
+    no_autograph = tf.autograph.experimental.do_not_convert
+    ds = ds.interleave(no_autograph(read), cycle_length=max(1, min(cycle_length, len(files))),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if shard_records:
         ds = ds.shard(num_pipelines, pipeline_id)
@@ -216,7 +219,8 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
 
     if mask_cfg is None:
         ds = ds.batch(batch_size, drop_remainder=is_training)
-        ds = ds.map(lambda s: parse_examples(s, max_seq_length, max_predictions_per_seq),
+        ds = ds.map(no_autograph(lambda s: parse_examples(s, max_seq_length,
+                                                          max_predictions_per_seq)),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     else:
         base_key = random_ops.fold_in(
@@ -236,5 +240,6 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
             return feats
 
         ds = ds.enumerate().batch(batch_size, drop_remainder=is_training)
-        ds = ds.map(remask, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        ds = ds.map(no_autograph(remask), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=deterministic)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,34 @@
+"""albert-create-vocab: a SentencePiece vocabulary with the original ALBERT settings.
+
+    albert-create-vocab --input_file=corpus/*.txt --model_prefix=30k-clean --vocab_size=30000
+"""
+
+from absl import app
+from absl import flags
+from absl import logging
+
+from flags import pipeline_flags
+from pipelines import tokenizer
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]!r}")
+    path = tokenizer.train_sentencepiece(
+        FLAGS.input_file.split(","), FLAGS.model_prefix, vocab_size=FLAGS.vocab_size,
+        do_lower_case=FLAGS.do_lower_case, input_sentence_size=FLAGS.input_sentence_size,
+        seed=FLAGS.random_seed, character_coverage=FLAGS.character_coverage,
+        num_threads=FLAGS.num_threads)
+    vocab = tokenizer.SentencePieceVocab.from_file(path)
+    logging.info("Wrote %s (%d pieces) and %s.vocab.", path, vocab.vocab_size, FLAGS.model_prefix)
+
+
+def run():
+    pipeline_flags.define_create_vocab_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

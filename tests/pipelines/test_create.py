@@ -1,0 +1,251 @@
+"""End-to-end creation: determinism across runs and worker splits, crash
+safety, bad inputs, the summary, the binary, and the original's reader."""
+
+import glob
+import gzip
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pipelines
+
+from .conftest import write_corpus
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SETTINGS = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, num_shards=3,
+                random_seed=7, docs_per_batch=8)
+
+
+def shard_bytes(directory):
+    files = sorted(glob.glob(os.path.join(directory, "pretrain-*")))
+    return {os.path.basename(f): open(f, "rb").read() for f in files}
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory, corpus_file, spm_model):
+    out = str(tmp_path_factory.mktemp("baseline"))
+    summary = pipelines.create_pretraining_data([corpus_file], spm_model, out, **SETTINGS)
+    return out, summary
+
+
+def test_summary_counts(baseline, corpus_file):
+    out, summary = baseline
+    files = shard_bytes(out)
+    assert sorted(files) == [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+    records = sum(1 for f in glob.glob(os.path.join(out, "pretrain-*"))
+                  for _ in tf.data.TFRecordDataset(f))
+    assert records == summary.instances > 0
+    assert summary.documents == 120  # conftest writes 120 documents of >= 2 sentences
+    assert 0.1 < summary.masked_fraction < 0.16
+    assert abs(summary.sop_label_one_fraction - 0.5) < 4 * np.sqrt(0.25 / summary.instances)
+    assert not glob.glob(os.path.join(out, ".*"))  # no temporary files left
+    text = summary.to_text()
+    for word in ("documents", "instances", "tokens", "masked fraction", "skipped lines",
+                 "instances/s"):
+        assert word in text
+
+
+def test_two_runs_are_byte_identical(baseline, tmp_path, corpus_file, spm_model):
+    out, _ = baseline
+    pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path),
+                                      num_parallel_calls=1, **dict(SETTINGS, docs_per_batch=5))
+    assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+
+
+def test_worker_split_equals_single_run(baseline, tmp_path, corpus_file, spm_model):
+    out, summary = baseline
+    parts = [pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path),
+                                               shard_index=i, num_workers=2, **SETTINGS)
+             for i in range(2)]
+    assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+    assert sum(p.instances for p in parts) == summary.instances
+    assert [len(p.shards_written) for p in parts] == [2, 1]
+
+
+def test_rerun_after_interruption_finishes_only_missing_shards(baseline, tmp_path, corpus_file,
+                                                                spm_model):
+    out, _ = baseline
+    want = shard_bytes(out)
+    target = str(tmp_path)
+    # A complete shard from before, a leftover temporary file and spill of a
+    # shard that was being written, and a missing shard.
+    done = "pretrain-00000-of-00003.tfrecord"
+    with open(os.path.join(target, done), "wb") as f:
+        f.write(want[done])
+    os.utime(os.path.join(target, done), (1_000_000_000, 1_000_000_000))
+    with open(os.path.join(target, ".pretrain-00001-of-00003.tfrecord.incomplete"), "wb") as f:
+        f.write(want["pretrain-00001-of-00003.tfrecord"][:100])
+    with open(os.path.join(target, ".pretrain-00001-of-00003.tfrecord.spill"), "wb") as f:
+        f.write(b"garbage")
+    summary = pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
+    assert shard_bytes(target) == want
+    assert os.path.getmtime(os.path.join(target, done)) == 1_000_000_000  # left alone
+    assert len(summary.shards_written) == 2 and len(summary.shards_already_complete) == 1
+    assert not glob.glob(os.path.join(target, ".*"))
+    again = pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
+    assert again.shards_written == [] and again.instances == 0
+
+
+def test_records_parse_with_the_original_spec(baseline):
+    out, _ = baseline
+    path = sorted(glob.glob(os.path.join(out, "pretrain-*")))[0]
+    # The original run_pretraining's name_to_features (token_boundary not read).
+    spec = {
+        "input_ids": tf.io.FixedLenFeature([64], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([64], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([64], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([10], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([10], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([10], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+    for record in tf.data.TFRecordDataset(path).take(20):
+        parsed = tf.io.parse_single_example(record, spec)
+        ex = tf.train.Example.FromString(record.numpy())
+        names = list(ex.features.feature.keys())
+        assert sorted(names) == sorted(pipelines.FEATURE_NAMES)
+        boundary = ex.features.feature["token_boundary"].int64_list.value
+        assert len(boundary) == 64
+        weights = parsed["masked_lm_weights"].numpy()
+        num = int(weights.sum())
+        pos = parsed["masked_lm_positions"].numpy()[:num]
+        assert (parsed["input_mask"].numpy()[pos] == 1).all()
+        # Kinds and lengths exactly as the original writes them.
+        for name in pipelines.FEATURE_NAMES:
+            feature = ex.features.feature[name]
+            kind = "float_list" if name == "masked_lm_weights" else "int64_list"
+            assert feature.WhichOneof("kind") == kind
+            want = 1 if name == "next_sentence_labels" else (
+                10 if name.startswith("masked_lm") else 64)
+            assert len(getattr(feature, kind).value) == want
+
+
+def test_gzip_output_and_gzip_input(tmp_path, corpus_file, spm_model, baseline):
+    out, _ = baseline
+    gz_in = str(tmp_path / "corpus.txt.gz")
+    with open(corpus_file, "rb") as src, gzip.open(gz_in, "wb") as dst:
+        dst.write(src.read())
+    target = str(tmp_path / "gz")
+    pipelines.create_pretraining_data([gz_in], spm_model, target, output_compression="GZIP",
+                                      **SETTINGS)
+    files = sorted(glob.glob(os.path.join(target, "pretrain-*.tfrecord.gz")))
+    assert len(files) == 3
+    plain = sorted(glob.glob(os.path.join(out, "pretrain-*")))
+    for gz_file, plain_file in zip(files, plain):
+        a = [r.numpy() for r in tf.data.TFRecordDataset(gz_file, compression_type="GZIP")]
+        b = [r.numpy() for r in tf.data.TFRecordDataset(plain_file)]
+        assert a == b
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def small_settings(**overrides):
+    return dict(SETTINGS, num_shards=1, dupe_factor=1, **overrides)
+
+
+def test_missing_input_files(tmp_path, spm_model):
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        pipelines.create_pretraining_data([str(tmp_path / "nothing-here*.txt")], spm_model,
+                                          str(tmp_path / "o"), **small_settings())
+
+
+def test_empty_corpus(tmp_path, spm_model):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n \n\t\n")
+    with pytest.raises(ValueError, match="Empty corpus"):
+        pipelines.create_pretraining_data([str(empty)], spm_model, str(tmp_path / "o"),
+                                          **small_settings())
+
+
+def test_bad_lines_are_skipped_and_counted(tmp_path, spm_model):
+    path = tmp_path / "bad.txt"
+    write_corpus(str(path), num_docs=6, seed=4)
+    good = path.read_bytes()
+    # Insert a non-UTF-8 line and a 1 MB line inside the first document.
+    first_break = good.index(b"\n") + 1
+    data = (good[:first_break] + b"caf\xe9 \xff\xfe broken\n" + b"x" * (1 << 20) + b"\n"
+            + good[first_break:])
+    path.write_bytes(data)
+    summary = pipelines.create_pretraining_data([str(path)], spm_model, str(tmp_path / "o"),
+                                                **small_settings())
+    assert summary.skipped_lines_invalid_utf8 == 1
+    assert summary.skipped_lines_too_long == 1
+    assert summary.documents == 6 and summary.instances > 0
+    # Without the bad lines the output is the same as for the clean file.
+    clean = tmp_path / "clean.txt"
+    clean.write_bytes(good)
+    pipelines.create_pretraining_data([str(clean)], spm_model, str(tmp_path / "c"),
+                                      **small_settings())
+    assert list(shard_bytes(str(tmp_path / "o")).values()) == \
+        list(shard_bytes(str(tmp_path / "c")).values())
+
+
+def test_one_sentence_documents(tmp_path, spm_model):
+    path = tmp_path / "single.txt"
+    path.write_text("ka lo mi ten.\n\nser qua vi don.\n\npra el nu.\n")
+    with pytest.raises(ValueError, match="one-sentence documents skipped"):
+        pipelines.create_pretraining_data([str(path)], spm_model, str(tmp_path / "o"),
+                                          **small_settings())
+    assert not glob.glob(str(tmp_path / "o" / "pretrain-*"))
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("ka lo mi ten.\n\nser qua vi don.\npra el nu.\n")
+    summary = pipelines.create_pretraining_data([str(mixed)], spm_model, str(tmp_path / "m"),
+                                                **small_settings())
+    assert summary.one_sentence_documents == 1 and summary.documents == 1
+
+
+def test_vocab_without_special_pieces(tmp_path, corpus_file):
+    import sentencepiece as spm
+
+    prefix = str(tmp_path / "plain")
+    spm.SentencePieceTrainer.train(input=corpus_file, model_prefix=prefix, vocab_size=60,
+                                   minloglevel=2)
+    with pytest.raises(ValueError, match=r"special pieces.*\[CLS\]"):
+        pipelines.create_pretraining_data([corpus_file], prefix + ".model", str(tmp_path / "o"),
+                                          **small_settings())
+
+
+def test_max_seq_length_too_small(tmp_path, corpus_file, spm_model):
+    with pytest.raises(ValueError, match="max_seq_length must be >= 5.*got 4"):
+        pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "o"),
+                                          **small_settings(max_seq_length=4))
+    # The smallest legal length works: [CLS] a [SEP] b [SEP].
+    summary = pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "o5"),
+                                                **small_settings(max_seq_length=5))
+    assert summary.instances > 0
+
+
+def test_binary_end_to_end(tmp_path, corpus_file, spm_model, baseline):
+    out, _ = baseline
+    target = str(tmp_path / "cli")
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    cmd = [sys.executable, "-m", "pipelines.bin.create_pretraining_data",
+           f"--input_file={corpus_file}", f"--spm_model_file={spm_model}",
+           f"--output_dir={target}", "--max_seq_length=64", "--max_predictions_per_seq=10",
+           "--dupe_factor=2", "--num_shards=3", "--random_seed=7"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "instances:" in done.stderr and "masked fraction" in done.stderr
+    assert shard_bytes(target) == shard_bytes(out)
+    bad = subprocess.run(cmd[:3] + [f"--input_file={tmp_path}/missing.txt"] + cmd[4:],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 1 and "No input file matches" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_nsp_mode_worker_split_equals_single_run(tmp_path, corpus_file, spm_model):
+    # Random-document negatives draw from documents of the same shard, so the
+    # worker split still reproduces the single run.
+    settings = dict(SETTINGS, num_shards=2, dupe_factor=1, random_next_sentence=True)
+    single = pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "one"),
+                                               **settings)
+    for i in range(2):
+        pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "two"),
+                                          shard_index=i, num_workers=2, **settings)
+    assert shard_bytes(str(tmp_path / "one")) == shard_bytes(str(tmp_path / "two"))
+    assert 0.5 <= single.sop_label_one_fraction < 0.8

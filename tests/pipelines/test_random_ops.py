@@ -1,0 +1,51 @@
+"""Keyed random numbers: deterministic, independent of batching, uniform."""
+
+import numpy as np
+import tensorflow as tf
+
+from pipelines import random_ops
+
+
+def test_keyed_numbers_do_not_depend_on_batching():
+    key = random_ops.seed_key(5)
+    whole = random_ops.uniform(random_ops.fold_in(key, tf.range(100, dtype=tf.int64))).numpy()
+    parts = np.concatenate([
+        random_ops.uniform(random_ops.fold_in(key, tf.range(i, i + 10, dtype=tf.int64))).numpy()
+        for i in range(0, 100, 10)])
+    np.testing.assert_array_equal(whole, parts)
+    other = random_ops.uniform(random_ops.fold_in(random_ops.seed_key(6),
+                                                  tf.range(100, dtype=tf.int64))).numpy()
+    assert not np.allclose(whole, other)
+
+
+def test_uniform_moments():
+    # Mean 1/2 and variance 1/12 of U(0,1); n = 200k so the std of the mean is
+    # sqrt(1/12/n) = 6.5e-4; 4 std tolerance.
+    n = 200_000
+    u = random_ops.uniform(random_ops.fold_in(random_ops.seed_key(1), tf.range(n))).numpy()
+    assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
+    assert abs(u.var() - 1 / 12) < 4 * np.sqrt(1 / 180 / n)
+    bits = random_ops.stream(random_ops.seed_key(2)[None], 50_000)
+    v = random_ops.high_uniform(bits, 32, 32).numpy().ravel()
+    assert abs(v.mean() - 0.5) < 4 * np.sqrt(1 / 12 / v.size)
+
+
+def test_binomial_half_matches_binomial_moments():
+    for count in (0, 1, 5, 64, 200):
+        n = 40_000
+        keys = random_ops.fold_in(random_ops.seed_key(count), tf.range(n))
+        draws = random_ops.binomial_half(keys, tf.fill([n], count)).numpy()
+        assert draws.min() >= 0 and draws.max() <= count
+        mean_std = np.sqrt(count / 4 / n)
+        assert abs(draws.mean() - count / 2) <= 4 * mean_std + 1e-9, count
+        if count:
+            assert abs(draws.var() / (count / 4) - 1) < 0.05, count
+
+
+def test_randint_is_inclusive_and_uniform():
+    n = 60_000
+    r = random_ops.randint(random_ops.fold_in(random_ops.seed_key(3), tf.range(n)), 2, 7).numpy()
+    counts = np.bincount(r, minlength=8)[2:]
+    assert counts.sum() == n and (np.bincount(r)[:2] == 0).all()
+    p = 1 / 6
+    assert (np.abs(counts / n - p) < 4 * np.sqrt(p * (1 - p) / n)).all()
