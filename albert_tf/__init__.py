@@ -5,3 +5,5 @@ from albert_tf.models import AlbertEncoder, AlbertPretrainer, pretraining_loss_t
 
 __version__ = "0.1.0"
 from albert_tf.checkpoints import load_checkpoint, save_pretrained
+from albert_tf.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
+from albert_tf.training import TrainingError, evaluate, get_strategy, run_evaluation, run_pretraining

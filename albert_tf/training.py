@@ -19,8 +19,9 @@ any `tf.distribute` strategy:
   arguments restores the latest one and skips the batches already consumed, so
   it continues exactly where the interrupted run was.
 
-Entry points: `run_pretraining` (train, optionally evaluate), `evaluate`,
-`get_strategy`, `write_eval_results`.
+Entry points: `run_pretraining` (train, optionally evaluate),
+`run_evaluation` (evaluate a checkpoint), `evaluate`, `get_strategy`,
+`is_chief`, `write_eval_results`, `write_scalar_summary`.
 """
 
 from __future__ import annotations
@@ -342,6 +343,59 @@ def evaluate(pretrainer: AlbertPretrainer, eval_dataset_fn: DatasetFn,
     return results
 
 
+def run_evaluation(
+    config: AlbertConfig,
+    eval_dataset_fn: DatasetFn,
+    output_dir: str,
+    *,
+    checkpoint: Optional[str] = None,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    max_eval_steps: int = 100,
+    mixed_precision: str = "float32",
+) -> Dict[str, Any]:
+    """Evaluates a checkpoint and writes output_dir/eval_results.txt.
+
+    Args:
+        config: the model config.
+        eval_dataset_fn: ``InputContext -> tf.data.Dataset`` of per-replica
+            batches.
+        output_dir: where eval_results.txt goes; its latest training
+            checkpoint is evaluated unless `checkpoint` is given.
+        checkpoint: anything `albert_tf.load_checkpoint` reads.
+        strategy: the `tf.distribute.Strategy` (default: the current one).
+        max_eval_steps: batches at most.
+        mixed_precision: "float32", "bfloat16" or "float16".
+
+    Returns:
+        The results written (see `evaluate`), with global_step.
+    """
+    strategy = strategy or tf.distribute.get_strategy()
+    latest = (tf.train.latest_checkpoint(output_dir)
+              if tf.io.gfile.exists(output_dir) else None)
+    path = latest or checkpoint
+    if not path:
+        raise TrainingError(
+            f"Nothing to evaluate: no checkpoint in {output_dir!r} and no "
+            "checkpoint given.")
+    with strategy.scope():
+        pretrainer = AlbertPretrainer(config,
+                                      dtype=_DTYPE_POLICIES[mixed_precision])
+        global_step = tf.Variable(0, dtype=tf.int64, trainable=False)
+    if latest:  # a training checkpoint of this loop: weights and step
+        tf.train.Checkpoint(model=pretrainer, global_step=global_step).read(
+            latest).assert_existing_objects_matched().expect_partial()
+    else:
+        _warm_start(pretrainer, checkpoint, config)
+    results = evaluate(pretrainer, eval_dataset_fn, strategy, max_eval_steps)
+    results["global_step"] = int(global_step.numpy())
+    if is_chief(strategy):
+        tf.io.gfile.makedirs(output_dir)
+        write_eval_results(os.path.join(output_dir, EVAL_RESULTS_FILENAME),
+                           results)
+    logging.info("Evaluation of %s: %s", path, results)
+    return results
+
+
 # -------------------------------------------------------------- training
 def run_pretraining(
     config: AlbertConfig,
@@ -371,13 +425,19 @@ def run_pretraining(
     max_eval_steps: int = 100,
     strategy: Optional[tf.distribute.Strategy] = None,
     seed: int = 12345,
+    max_train_seconds: Optional[float] = None,
     log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
 ) -> Dict[str, Any]:
     """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
 
     Restarting with the same arguments resumes from the latest checkpoint in
-    output_dir (weights, optimizer slots, step, loss scale, data position) and
-    logs "Resumed from step N".
+    output_dir (weights, optimizer slots, step, loss scale, dropout RNG state,
+    data position) and logs "Resumed from step N". The data position is
+    restored by skipping the batches already consumed (the checkpoint holds
+    the step, not the tf.data iterator, which tf.distribute's iterators cannot
+    checkpoint): exact for a deterministic dataset_fn and the same number of
+    replicas, but the skipped batches are read again, which takes time for
+    long runs.
 
     Args:
         config: the model config; output_dir must not hold another one.
@@ -387,7 +447,7 @@ def run_pretraining(
             examples, repeating (e.g. `pipelines.pretraining_dataset`). It must
             be deterministic for an exact resume (seeded shuffles).
         output_dir: checkpoints (ckpt-<step>), TensorBoard summaries (train/,
-            eval/), albert_config.json, model.weights.h5, the SentencePiece
+            eval/), albert_config.json, model.weights.safetensors, the SentencePiece
             model, eval_results.txt.
         train_batch_size: global batch = per-replica batch x replicas x
             gradient_accumulation_steps.
@@ -415,6 +475,9 @@ def run_pretraining(
         max_eval_steps: evaluation batches at most.
         strategy: a `tf.distribute.Strategy` (default: the current one).
         seed: seeds weight initialisation and dropout.
+        max_train_seconds: stop (with a checkpoint) once training has run
+            this long, even before num_train_steps; the schedule still decays
+            over num_train_steps. Multi-worker runs check it every log_steps.
         log_callback: called with each logged dict (step, loss, ...).
 
     Returns:
@@ -462,6 +525,10 @@ def run_pretraining(
         raise ValueError(
             f"mixed_precision={mixed_precision!r}; expected one of "
             f"{sorted(_DTYPE_POLICIES)}.")
+    if max_seq_length and max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"max_seq_length={max_seq_length} exceeds the model's "
+            f"max_position_embeddings={config.max_position_embeddings}.")
     save_checkpoints_steps = max(1, int(save_checkpoints_steps))
     log_steps = max(1, int(log_steps))
     per_replica_batch = train_batch_size // replicas
@@ -494,7 +561,14 @@ def run_pretraining(
         loss_scale = (_LossScale.create() if mixed_precision == "float16"
                       else None)
 
-    tracked = dict(model=pretrainer, optimizer=opt, global_step=global_step)
+    # Dropout RNG states are Keras variables that tf.train.Checkpoint does not
+    # reach through the model; track them so that a resumed run draws the
+    # same dropout masks as an uninterrupted one.
+    rng = tf.Module()
+    rng.states = [v.value for v in pretrainer.non_trainable_variables
+                  if "seed_generator" in v.path]
+    tracked = dict(model=pretrainer, optimizer=opt, global_step=global_step,
+                   rng=rng)
     if loss_scale is not None:
         tracked.update(loss_scale=loss_scale.scale,
                        good_steps=loss_scale.good_steps)
@@ -522,6 +596,9 @@ def run_pretraining(
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     variables = pretrainer.trainable_variables
 
+    # No tensor-dependent Python control flow below: AutoGraph has nothing to
+    # convert (and warns about closures when run_pretraining runs twice).
+    @tf.autograph.experimental.do_not_convert
     def micro_step(batch, mlm_denominator, num_examples, scale):
         with tf.GradientTape() as tape:
             outputs = pretrainer(batch, training=True)
@@ -538,6 +615,7 @@ def run_pretraining(
     if jit_compile:
         micro_step = tf.function(micro_step, jit_compile=True)
 
+    @tf.autograph.experimental.do_not_convert
     def replica_step(batch):
         ctx = tf.distribute.get_replica_context()
         weights = tf.cast(batch["masked_lm_weights"], tf.float32)
@@ -650,6 +728,18 @@ def run_pretraining(
         interval.update(sums={k: 0.0 for k in _TERM_KEYS}, losses=[],
                         start=time.time(), first=step)
 
+    multi_worker = isinstance(strategy,
+                              tf.distribute.MultiWorkerMirroredStrategy)
+
+    @tf.function
+    def _any_replica(flag):
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(
+            lambda: tf.identity(flag)), axis=None)
+
+    def stop_any(flag: bool) -> bool:
+        return bool(_any_replica(tf.constant(float(flag))) > 0)
+
+    train_start = time.time()
     while step < num_train_steps:
         try:
             terms = train_step(iterator)
@@ -672,16 +762,27 @@ def run_pretraining(
             raise
         step += 1
         pending.append((step, terms))
-        save_now = step % save_checkpoints_steps == 0 or step == num_train_steps
+        out_of_time = False
+        if max_train_seconds is not None and (
+                not multi_worker or step % log_steps == 0):
+            out_of_time = time.time() - train_start > max_train_seconds
+            if multi_worker:  # every worker must stop at the same step
+                out_of_time = stop_any(out_of_time)
+        last_step = step == num_train_steps or out_of_time
+        save_now = step % save_checkpoints_steps == 0 or last_step
         if step % log_steps == 0 or save_now:
             flush()
-        if step % log_steps == 0 or step == num_train_steps:
+        if step % log_steps == 0 or last_step:
             log_interval()
         if save_now:
             path = manager.save(checkpoint_number=step)
             if chief:
                 last_good_checkpoint = path
                 logging.info("Saved checkpoint %s", path)
+        if out_of_time:
+            logging.info("Time budget of %.0f s reached at step %d.",
+                         max_train_seconds, step)
+            break
 
     result: Dict[str, Any] = {"global_step": int(global_step.numpy())}
     result.update({k: v for k, v in last.items() if k != "step"})

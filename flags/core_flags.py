@@ -1,15 +1,19 @@
 """absl flag groups shared by the albert-tf binaries.
 
-A binary defines the groups it needs, at import time:
+A binary defines the groups it needs before parsing, e.g. in its `run()`
+(not at import, so that test processes can import several binaries):
 
 ```python
 from absl import app, flags
 import flags.core_flags as albert_flags  # not `flags`: keep absl's name free
 
-albert_flags.define_model_flags()
-albert_flags.define_optimization_flags()
-FLAGS = flags.FLAGS
+def run():
+    albert_flags.define_model_flags()
+    albert_flags.define_optimization_flags()
+    app.run(main)
 ```
+
+Every group function may be called more than once.
 
 Defaults are the original run_pretraining.py defaults (reference §1); the
 paper's recipes live in `flags/recipes/*.cfg` (use with `--flagfile=`).
@@ -23,115 +27,113 @@ MIXED_PRECISION_CHOICES = ("float32", "bfloat16", "float16")
 STRATEGY_CHOICES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-def _defined(name: str) -> bool:
-    return name in flags.FLAGS
+def _define(define_fn, name: str, *args, **kwargs) -> None:
+    """Defines a flag unless this process already has one of that name.
+
+    Groups are shared by binaries and a test process may import several of
+    them; a flag is defined once (its first definition wins).
+    """
+    if name not in flags.FLAGS:
+        define_fn(name, *args, **kwargs)
 
 
 def define_model_flags() -> None:
     """--preset, --albert_config_file, --init_checkpoint, --spm_model_file."""
-    if _defined("albert_config_file"):
-        return
-    flags.DEFINE_string(
-        "preset", None,
-        "A released configuration, e.g. albert_base_v2 (see "
-        "AlbertConfig.presets()). Exclusive with --albert_config_file.")
-    flags.DEFINE_string(
-        "albert_config_file", None,
-        "albert_config.json describing the model (the original's format).")
-    flags.DEFINE_string(
-        "init_checkpoint", None,
-        "Warm-start weights: an original TF1 checkpoint prefix, a Hugging Face "
-        "folder, an albert-tf folder or training checkpoint.")
-    flags.DEFINE_string(
-        "spm_model_file", None,
-        "SentencePiece model of the vocabulary; copied next to the trained "
-        "model so that export and fine-tuning find it.")
+    _define(flags.DEFINE_string, "preset", None,
+            "A released configuration, e.g. albert_base_v2 (see "
+            "AlbertConfig.presets()). Exclusive with --albert_config_file.")
+    _define(flags.DEFINE_string, "albert_config_file", None,
+            "albert_config.json describing the model (the original's format).")
+    _define(flags.DEFINE_string, "init_checkpoint", None,
+            "Warm-start weights: an original TF1 checkpoint prefix, a Hugging "
+            "Face folder, an albert-tf folder or training checkpoint.")
+    _define(flags.DEFINE_string, "spm_model_file", None,
+            "SentencePiece model of the vocabulary; copied next to the trained "
+            "model so that export and fine-tuning find it.")
 
 
 def define_pretraining_data_flags() -> None:
     """Input flags of albert-pretrain (the original's names and defaults)."""
-    if _defined("input_file"):
-        return
-    flags.DEFINE_string(
-        "input_file", None,
-        "TFRecord shards of pretraining examples: a glob or a comma-separated "
-        "list of globs.")
-    flags.DEFINE_string("eval_input_file", None,
-                        "TFRecord shards for --do_eval (default: --input_file).")
-    flags.DEFINE_integer("max_seq_length", 512,
-                         "Sequence length the shards were written with.")
-    flags.DEFINE_integer("max_predictions_per_seq", 20,
-                         "Masked positions per sequence in the shards.")
-    flags.DEFINE_enum(
-        "masking", "static", ["static", "dynamic"],
-        "static: the masks stored in the shards; dynamic: fresh n-gram masks "
-        "drawn in the input pipeline every epoch.")
-    flags.DEFINE_bool("do_train", True, "Run training.")
-    flags.DEFINE_bool("do_eval", False,
-                      "Evaluate after training; writes eval_results.txt.")
-    flags.DEFINE_integer("eval_batch_size", 64, "Global evaluation batch size.")
-    flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches at most.")
+    _define(flags.DEFINE_string, "input_file", None,
+            "TFRecord shards of pretraining examples: a glob or a "
+            "comma-separated list of globs.")
+    _define(flags.DEFINE_string, "eval_input_file", None,
+            "TFRecord shards for --do_eval (default: --input_file).")
+    _define(flags.DEFINE_integer, "max_seq_length", 512,
+            "Sequence length the shards were written with.")
+    _define(flags.DEFINE_integer, "max_predictions_per_seq", 20,
+            "Masked positions per sequence in the shards.")
+    _define(flags.DEFINE_enum, "masking", "static",
+            ["static", "dynamic"],
+            "static: the masks stored in the shards; dynamic: fresh n-gram "
+            "masks drawn in the input pipeline every epoch.")
+    _define(flags.DEFINE_bool, "do_train", True,
+            "Run training.")
+    _define(flags.DEFINE_bool, "do_eval", False,
+            "Evaluate after training; writes eval_results.txt.")
+    _define(flags.DEFINE_integer, "eval_batch_size", 64,
+            "Global evaluation batch size.")
+    _define(flags.DEFINE_integer, "max_eval_steps", 100,
+            "Evaluation batches at most.")
 
 
 def define_optimization_flags() -> None:
     """Optimizer, schedule, batch and accumulation flags."""
-    if _defined("optimizer"):
-        return
-    flags.DEFINE_enum("optimizer", "lamb", ["lamb", "adamw"],
-                      "The original LAMB or AdamW (no bias correction).")
-    flags.DEFINE_float("learning_rate", 0.00176, "Peak learning rate.")
-    flags.DEFINE_integer("train_batch_size", 4096,
-                         "Global batch: per-replica batch x replicas x "
-                         "gradient_accumulation_steps.")
-    flags.DEFINE_integer("num_train_steps", 125000, "Optimizer steps.")
-    flags.DEFINE_integer("num_warmup_steps", 3125, "Linear warmup steps.")
-    flags.DEFINE_integer("start_warmup_step", 0, "Step warmup counts from.")
-    flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
-    flags.DEFINE_float("weight_decay_rate", 0.01,
-                       "Decoupled weight decay (not on LayerNorm or biases).")
-    flags.DEFINE_float("clip_norm", 1.0,
-                       "Global-norm gradient clipping; 0 disables it.")
-    flags.DEFINE_integer(
-        "gradient_accumulation_steps", 1,
-        "Micro-batches per optimizer step, so that a large "
-        "--train_batch_size fits in memory. Exactly one big batch.")
+    _define(flags.DEFINE_enum, "optimizer", "lamb",
+            ["lamb", "adamw"],
+            "The original LAMB or AdamW (no bias correction).")
+    _define(flags.DEFINE_float, "learning_rate", 0.00176,
+            "Peak learning rate.")
+    _define(flags.DEFINE_integer, "train_batch_size", 4096,
+            "Global batch: per-replica batch x replicas x "
+            "gradient_accumulation_steps.")
+    _define(flags.DEFINE_integer, "num_train_steps", 125000,
+            "Optimizer steps.")
+    _define(flags.DEFINE_integer, "num_warmup_steps", 3125,
+            "Linear warmup steps.")
+    _define(flags.DEFINE_integer, "start_warmup_step", 0,
+            "Step warmup counts from.")
+    _define(flags.DEFINE_float, "poly_power", 1.0,
+            "Power of the polynomial decay.")
+    _define(flags.DEFINE_float, "weight_decay_rate", 0.01,
+            "Decoupled weight decay (not on LayerNorm or biases).")
+    _define(flags.DEFINE_float, "clip_norm", 1.0,
+            "Global-norm gradient clipping; 0 disables it.")
+    _define(flags.DEFINE_integer, "gradient_accumulation_steps", 1,
+            "Micro-batches per optimizer step, so that a large "
+            "--train_batch_size fits in memory. Exactly one big batch.")
 
 
 def define_distribution_flags() -> None:
     """--strategy, --tpu, --num_gpus."""
-    if _defined("strategy"):
-        return
-    flags.DEFINE_enum(
-        "strategy", "default", list(STRATEGY_CHOICES),
-        "tf.distribute strategy. multi_worker_mirrored reads TF_CONFIG.")
-    flags.DEFINE_string("tpu", None,
-                        "TPU name or grpc:// address for --strategy=tpu.")
-    flags.DEFINE_integer(
-        "num_gpus", None,
-        "GPUs for --strategy=mirrored (default: all; with no GPU, all logical "
-        "CPU devices).")
+    _define(flags.DEFINE_enum, "strategy", "default",
+            list(STRATEGY_CHOICES),
+            "tf.distribute strategy. multi_worker_mirrored reads TF_CONFIG.")
+    _define(flags.DEFINE_string, "tpu", None,
+            "TPU name or grpc:// address for --strategy=tpu.")
+    _define(flags.DEFINE_integer, "num_gpus", None,
+            "GPUs for --strategy=mirrored (default: all; with no GPU, all "
+            "logical CPU devices).")
 
 
 def define_runtime_flags() -> None:
     """Output, precision, XLA, checkpoint, logging and seed flags."""
-    if _defined("output_dir"):
-        return
-    flags.DEFINE_string("output_dir", None,
-                        "Checkpoints, summaries, config and results go here.")
-    flags.DEFINE_enum("mixed_precision", "float32",
-                      list(MIXED_PRECISION_CHOICES),
-                      "Compute dtype; variables stay float32. float16 adds "
-                      "dynamic loss scaling.")
-    flags.DEFINE_bool("jit_compile", False,
-                      "Compile the forward and backward pass with XLA.")
-    flags.DEFINE_integer("save_checkpoints_steps", 5000,
-                         "Checkpoint every N steps.")
-    flags.DEFINE_integer("keep_checkpoint_max", 5,
-                         "Checkpoints kept (older ones are deleted).")
-    flags.DEFINE_integer("log_steps", 100,
-                         "Log and write summaries every N steps.")
-    flags.DEFINE_integer("seed", 12345,
-                         "Seed of weight initialisation, dropout and data order.")
+    _define(flags.DEFINE_string, "output_dir", None,
+            "Checkpoints, summaries, config and results go here.")
+    _define(flags.DEFINE_enum, "mixed_precision", "float32",
+            list(MIXED_PRECISION_CHOICES),
+            "Compute dtype; variables stay float32. float16 adds dynamic loss "
+            "scaling.")
+    _define(flags.DEFINE_bool, "jit_compile", False,
+            "Compile the forward and backward pass with XLA.")
+    _define(flags.DEFINE_integer, "save_checkpoints_steps", 5000,
+            "Checkpoint every N steps.")
+    _define(flags.DEFINE_integer, "keep_checkpoint_max", 5,
+            "Checkpoints kept (older ones are deleted).")
+    _define(flags.DEFINE_integer, "log_steps", 100,
+            "Log and write summaries every N steps.")
+    _define(flags.DEFINE_integer, "seed", 12345,
+            "Seed of weight initialisation, dropout and data order.")
 
 
 def define_all_pretraining_flags() -> None:

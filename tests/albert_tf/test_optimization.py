@@ -198,3 +198,21 @@ def test_config_round_trip_and_bad_values():
         optimization.Lamb(weight_decay=0.1)
     with pytest.raises(ValueError, match="-1"):
         optimization.WarmupPolynomialDecay(1e-3, 10, warmup_steps=-1)
+
+
+def test_exclusions_on_the_albert_pretrainer_variables():
+    # The contract with the model: every LayerNorm gamma/beta and every bias
+    # (the MLM output bias included) is excluded, embeddings and kernels not.
+    import albert_tf
+
+    model = albert_tf.AlbertPretrainer(albert_tf.AlbertConfig.tiny())
+    opt = optimization.Lamb()
+    opt.build(model.trainable_variables)
+    paths = [v.path for v in model.trainable_variables]
+    excluded = {p for p, decay in zip(paths, opt._decay_flags) if not decay}
+    adapted = {p for p, adapt in zip(paths, opt._adapt_flags) if adapt}
+    assert excluded == {p for p in paths
+                        if "layer_norm" in p or p.endswith("bias")}, paths
+    assert adapted == set(paths) - excluded
+    assert "albert_pretrainer/mlm_head/output_bias" in excluded
+    assert "albert_encoder/embeddings/word_embeddings" in adapted

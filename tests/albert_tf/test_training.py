@@ -129,10 +129,26 @@ def test_outputs_logs_summaries_and_eval_results(data, tmp_path):
     loaded = albert_tf.load_checkpoint(str(out / "ckpt-4"))
     _assert_weights_close(_weights(loaded), _weights(result["model"]),
                           rtol=0, atol=0)
+    # Evaluating the checkpoint later (albert-pretrain --nodo_train --do_eval)
+    # gives the numbers of the in-run evaluation.
+    (out / "eval_results.txt").unlink()
+    again = training.run_evaluation(
+        tl.tiny_config(), tl.make_dataset_fn(data, 8, repeat=False), str(out),
+        max_eval_steps=3)
+    assert again["global_step"] == 4
+    for key in ("masked_lm_accuracy", "masked_lm_loss",
+                "sentence_order_accuracy", "sentence_order_loss"):
+        np.testing.assert_allclose(again[key], result[f"eval_{key}"],
+                                   rtol=1e-6, err_msg=key)
+    assert "global_step = 4" in (out / "eval_results.txt").read_text()
 
 
-def test_warm_start_from_init_checkpoint(data, tmp_path):
-    first = _run(data, tmp_path / "first", num_train_steps=2)
+def test_time_budget_then_warm_start_from_init_checkpoint(data, tmp_path):
+    # A zero time budget stops after one step, with a checkpoint.
+    first = _run(data, tmp_path / "first", num_train_steps=50,
+                 max_train_seconds=0)
+    assert first["global_step"] == 1
+    assert first["checkpoint"].endswith("ckpt-1")
     second = _run(data, tmp_path / "second", num_train_steps=1,
                   learning_rate=0.0, seed=99,
                   init_checkpoint=str(tmp_path / "first"))
@@ -146,11 +162,20 @@ def test_bad_inputs_give_clear_errors(data, tmp_path):
     empty.write_bytes(b"")
     with pytest.raises(training.TrainingError, match="yielded no batch"):
         _run(str(empty), tmp_path / "a")
-    with pytest.raises(training.TrainingError, match="max_seq_length=32"):
+    # Shards written with length 16, read as 12: the reader's parse fails.
+    with pytest.raises(training.TrainingError, match="max_seq_length=12"):
         training.run_pretraining(
-            tl.tiny_config(), tl.make_dataset_fn(data, 8, seq_length=32),
+            tl.tiny_config(), tl.make_dataset_fn(data, 8, seq_length=12),
             str(tmp_path / "b"), train_batch_size=8, num_train_steps=2,
-            max_seq_length=32, max_predictions_per_seq=tl.PREDS)
+            max_seq_length=12, max_predictions_per_seq=tl.PREDS)
+    # A reader that yields the wrong length is caught before training.
+    with pytest.raises(training.TrainingError, match=r"'input_ids'.*\[batch, 12\]"):
+        training.run_pretraining(
+            tl.tiny_config(), tl.make_dataset_fn(data, 8),
+            str(tmp_path / "b2"), train_batch_size=8, num_train_steps=2,
+            max_seq_length=12, max_predictions_per_seq=tl.PREDS)
+    with pytest.raises(ValueError, match="max_position_embeddings=16"):
+        _run(data, tmp_path / "b3", max_seq_length=32)
     with pytest.raises(ValueError, match="train_batch_size=6"):
         _run(data, tmp_path / "c", train_batch_size=6,
              gradient_accumulation_steps=4)
@@ -247,8 +272,11 @@ def test_multi_worker_mirrored_two_processes(data, tmp_path):
     for index in range(2):
         env = dict(os.environ, TF_CONFIG=json.dumps(
             {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        # A time budget that never ends still runs the workers' agreement
+        # on stopping (a collective) at every logged step.
         args = dict(data=data, batch=8, steps=3, strategy="multi_worker_mirrored",
                     output_dir=str(tmp_path / "mw"), warmup=1,
+                    max_train_seconds=1e6,
                     dump=str(tmp_path / f"worker{index}.npz"))
         procs.append(subprocess.Popen(
             _python() + [json.dumps(args)], cwd=REPO, env=env,
@@ -266,3 +294,33 @@ def test_multi_worker_mirrored_two_processes(data, tmp_path):
     names = sorted(os.listdir(tmp_path / "mw"))
     assert "ckpt-3.index" in names and not [n for n in names
                                             if n.startswith(".worker")]
+
+
+@pytest.mark.parametrize("precision,jit", [("bfloat16", True),
+                                           ("float16", False)])
+def test_mixed_precision_and_xla_follow_float32(data, tmp_path, precision, jit):
+    losses = {}
+    for name, kwargs in (("f32", {}), ("mixed", dict(
+            mixed_precision=precision, jit_compile=jit))):
+        logged = []
+        result = _run(data, tmp_path / name, gradient_accumulation_steps=2,
+                      log_callback=logged.append, **kwargs)
+        losses[name] = [m["loss"] for m in logged]
+    # bfloat16 keeps ~3 significant digits; the loss (~5.3) agrees to 2e-2.
+    np.testing.assert_allclose(losses["mixed"], losses["f32"], atol=2e-2)
+    assert all(v.dtype == "float32" for v in result["model"].weights)
+    names = [n for n, _ in tf.train.list_variables(result["checkpoint"])]
+    assert any(n.startswith("loss_scale") for n in names) == (
+        precision == "float16")
+
+
+def test_dynamic_loss_scale_halves_on_overflow_and_grows_when_stable():
+    scale = training._LossScale.create(initial=8.0)
+    scale.period = 2
+    history = []
+    for finite in (True, True, False, True, False, False):
+        scale.update(tf.constant(finite))
+        history.append((float(scale.scale.numpy()),
+                        int(scale.good_steps.numpy())))
+    assert history == [(8.0, 1), (16.0, 0), (8.0, 0), (8.0, 1), (4.0, 0),
+                       (2.0, 0)]

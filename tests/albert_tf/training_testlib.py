@@ -2,7 +2,6 @@
 subprocess scripts. Independent of `pipelines` on purpose: the loop is tested
 against the TFRecord contract, not against one reader."""
 
-import dataclasses
 import os
 
 import numpy as np
@@ -101,7 +100,3 @@ def make_dataset_fn(pattern: str, global_batch: int, seq_length: int = SEQ,
 
     return dataset_fn
 
-
-def no_dropout(config):
-    return dataclasses.replace(config, hidden_dropout_prob=0.0,
-                               attention_probs_dropout_prob=0.0)

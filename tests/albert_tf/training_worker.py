@@ -5,7 +5,8 @@ initialises, and a run must be killable).
 usage: python tests/albert_tf/training_worker.py JSON_ARGS
 JSON keys: data, output_dir, steps, batch, accum, strategy ("default",
 "mirrored", "multi_worker_mirrored"), logical_cpus, die_after_step,
-save_steps, dropout, dump (npz path for the final weights), lr, warmup.
+save_steps, dropout, dump (npz path for the final weights), lr, warmup,
+max_train_seconds.
 """
 
 import json
@@ -50,7 +51,8 @@ def main(args):
         gradient_accumulation_steps=args.get("accum", 1),
         save_checkpoints_steps=args.get("save_steps", 2), log_steps=1,
         max_seq_length=tl.SEQ, max_predictions_per_seq=tl.PREDS,
-        strategy=strategy, seed=args.get("seed", 7), log_callback=callback)
+        strategy=strategy, seed=args.get("seed", 7), log_callback=callback,
+        max_train_seconds=args.get("max_train_seconds"))
     if args.get("dump"):
         # This worker's copy of every weight; replica copies must agree.
         weights = {}

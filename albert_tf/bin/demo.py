@@ -1,0 +1,366 @@
+"""albert-demo: the whole system end to end on a small ALBERT, in minutes on a CPU.
+
+1. corpus: the docstrings of the installed Python standard library (or
+   --input_file), one sentence per line; some documents are held out;
+2. a SentencePiece vocabulary (albert-create-vocab's settings);
+3. pretraining TFRecord shards with SOP pairs and n-gram masking;
+4. pretraining of a small all-shared ALBERT (E < H) with LAMB for --minutes;
+5. evaluation on the held-out documents: masked-LM and SOP accuracy against
+   their chance levels;
+6. a fill-in-the-blank example on held-out sentences.
+
+Every stage writes under --output_dir and is skipped when its output is
+already complete, so an interrupted demo continues where it stopped.
+
+    albert-demo --output_dir=demo_output --minutes=5
+"""
+
+import collections
+import glob
+import hashlib
+import os
+import time
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes its results.")
+flags.DEFINE_float("minutes", 5.0, "Training time budget in minutes (the other stages take 1-3 minutes).")
+flags.DEFINE_string(
+    "input_file",
+    None,
+    "Your own corpus instead of the standard library's docstrings: glob(s), one sentence per line, "
+    "blank lines between documents.",
+)
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size.")
+flags.DEFINE_integer("max_seq_length", 128, "Tokens per training sequence.")
+flags.DEFINE_integer("train_batch_size", 32, "Sequences per optimizer step.")
+flags.DEFINE_integer("dupe_factor", 6, "Passes over the corpus with fresh masks and pairings.")
+flags.DEFINE_float("learning_rate", 0.005, "Peak LAMB learning rate.")
+flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice (corpus split, data, model).")
+flags.DEFINE_enum(
+    "mixed_precision",
+    "auto",
+    ["auto", "float32", "bfloat16"],
+    "auto: bfloat16 where the CPU has AMX units (or on a GPU), else float32.",
+)
+
+MAX_PREDICTIONS_PER_SEQ = 20
+HELDOUT_FRACTION = 0.05
+BLANK_EXAMPLES = 5
+
+
+def demo_config(vocab_size: int, max_seq_length: int):
+    """A small all-shared ALBERT with a factorized embedding (E=128 < H=256)."""
+    import albert_tf
+
+    return albert_tf.AlbertConfig(
+        vocab_size=vocab_size,
+        embedding_size=128,
+        hidden_size=256,
+        num_hidden_layers=4,
+        num_hidden_groups=1,
+        inner_group_num=1,
+        num_attention_heads=4,
+        intermediate_size=1024,
+        hidden_act="gelu",
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        max_position_embeddings=max(128, max_seq_length),
+        sharing="all",
+    )
+
+
+def _pick_precision(choice: str) -> str:
+    if choice != "auto":
+        return choice
+    import tensorflow as tf
+
+    if tf.config.list_physical_devices("GPU"):
+        return "bfloat16"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            has_amx = "amx_bf16" in f.read()
+    except OSError:
+        has_amx = False
+    # Without AMX, bfloat16 matmuls on a CPU are slower than float32 ones.
+    return "bfloat16" if has_amx else "float32"
+
+
+def _split_user_corpus(patterns: str, corpus_dir: str, seed: int) -> dict:
+    """Splits the user's documents into train.txt / eval.txt by a hash of each document."""
+    files = sorted({f for p in patterns.split(",") for f in glob.glob(p.strip())})
+    if not files:
+        raise app.UsageError(f"--input_file={patterns!r} matches no file.")
+    os.makedirs(corpus_dir, exist_ok=True)
+    paths = {"train": os.path.join(corpus_dir, "train.txt"), "eval": os.path.join(corpus_dir, "eval.txt")}
+    counts = collections.Counter()
+    handles = {k: open(v + ".tmp", "w", encoding="utf-8") for k, v in paths.items()}
+    try:
+        document = []
+
+        def flush():
+            if document:
+                digest = hashlib.sha256(f"{seed}:{counts['documents']}".encode()).digest()
+                split = "eval" if int.from_bytes(digest[:8], "big") / 2**64 < HELDOUT_FRACTION else "train"
+                handles[split].write("\n".join(document) + "\n\n")
+                counts["documents"] += 1
+                counts[f"{split}_documents"] += 1
+                document.clear()
+
+        for path in files:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    line = line.strip()
+                    if line:
+                        document.append(line)
+                    else:
+                        flush()
+            flush()
+    finally:
+        for handle in handles.values():
+            handle.close()
+    if counts["train_documents"] == 0 or counts["eval_documents"] == 0:
+        raise app.UsageError(
+            f"--input_file gave {counts['documents']} document(s); the demo needs enough blank-line separated "
+            "documents to hold some out (at least ~40)."
+        )
+    for k, v in paths.items():
+        os.replace(v + ".tmp", v)
+    return {"train_file": paths["train"], "eval_file": paths["eval"], **counts}
+
+
+def _stage(number: int, title: str) -> float:
+    logging.info("=" * 20 + " %d/6 %s " + "=" * 20, number, title)
+    return time.time()
+
+
+def _masked_token_baseline(train_pattern: str, eval_pattern: str, max_seq_length: int) -> tuple:
+    """Accuracy of always predicting the most frequent masked token of the training data."""
+    import numpy as np
+    import pipelines
+
+    def labels(pattern, batches):
+        ds = pipelines.pretraining_dataset(
+            pattern, 256, max_seq_length, MAX_PREDICTIONS_PER_SEQ, is_training=False
+        ).take(batches)
+        ids, weights = [], []
+        for batch in ds:
+            ids.append(batch["masked_lm_ids"].numpy().ravel())
+            weights.append(batch["masked_lm_weights"].numpy().ravel())
+        return np.concatenate(ids), np.concatenate(weights)
+
+    train_ids, train_w = labels(train_pattern, 20)
+    eval_ids, eval_w = labels(eval_pattern, 1000)
+    most_frequent = np.bincount(train_ids[train_w > 0]).argmax()
+    return int(most_frequent), float((eval_ids[eval_w > 0] == most_frequent).mean())
+
+
+def _fill_in_the_blanks(model, spm_model_file: str, eval_file: str, seed: int):
+    """Masks one word in a few held-out sentences and prints the model's top guesses."""
+    import numpy as np
+    import sentencepiece as spm
+
+    from pipelines.tokenizer import preprocess_text_py
+
+    sp = spm.SentencePieceProcessor(model_file=spm_model_file)
+    rng = np.random.default_rng(seed)
+    with open(eval_file, encoding="utf-8") as f:
+        sentences = [s.strip() for s in f if 40 <= len(s.strip()) <= 160]
+    rng.shuffle(sentences)
+    shown = 0
+    for sentence in sentences:
+        pieces = sp.EncodeAsPieces(preprocess_text_py(sentence, True))
+        # Whole words of one piece, alphabetic, at least 3 letters.
+        candidates = [
+            i
+            for i, p in enumerate(pieces)
+            if p.startswith("\u2581")
+            and p[1:].isalpha()
+            and len(p) >= 4
+            and (i + 1 == len(pieces) or pieces[i + 1].startswith("\u2581") or not pieces[i + 1][0].isalnum())
+        ]
+        if not candidates or len(pieces) + 2 > FLAGS.max_seq_length:
+            continue
+        target = int(rng.choice(candidates))
+        ids = [2] + [sp.PieceToId(p) for p in pieces] + [3]
+        answer = pieces[target]
+        ids[target + 1] = 4  # [MASK]
+        batch = {
+            "input_ids": np.array([ids], np.int32),
+            "input_mask": np.ones((1, len(ids)), np.int32),
+            "segment_ids": np.zeros((1, len(ids)), np.int32),
+            "masked_lm_positions": np.array([[target + 1]], np.int32),
+        }
+        logits = model(batch)["mlm_logits"].numpy()[0, 0]
+        top = np.argsort(-logits)[:5]
+        masked_text = "".join(p if i != target else "\u2581[MASK]" for i, p in enumerate(pieces))
+        guesses = ", ".join(sp.IdToPiece(int(t)).replace("\u2581", "") for t in top)
+        logging.info(
+            "  %s\n      answer: %s | model's top 5: %s",
+            masked_text.replace("\u2581", " ").strip(),
+            answer.replace("\u2581", ""),
+            guesses,
+        )
+        shown += 1
+        if shown == BLANK_EXAMPLES:
+            break
+
+
+def main(argv):
+    del argv
+    import albert_tf
+    import pipelines
+    from albert_tf import training
+    from pipelines.stdlib_corpus import write_stdlib_corpus
+
+    start = time.time()
+    out = FLAGS.output_dir
+    os.makedirs(out, exist_ok=True)
+    seed = FLAGS.random_seed
+
+    # 1. Corpus.
+    t = _stage(1, "corpus")
+    corpus_dir = os.path.join(out, "corpus")
+    train_txt, eval_txt = os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "eval.txt")
+    if os.path.exists(train_txt) and os.path.exists(eval_txt):
+        logging.info("Corpus already in %s.", corpus_dir)
+    elif FLAGS.input_file:
+        logging.info("Corpus: %s", _split_user_corpus(FLAGS.input_file, corpus_dir, seed))
+    else:
+        logging.info("Corpus from the standard library's docstrings: %s", write_stdlib_corpus(corpus_dir, seed=seed))
+    logging.info("Corpus stage: %.0f s.", time.time() - t)
+
+    # 2. Vocabulary.
+    t = _stage(2, "SentencePiece vocabulary")
+    spm_prefix = os.path.join(out, "vocab", "spm")
+    spm_model = spm_prefix + ".model"
+    if os.path.exists(spm_model):
+        logging.info("Vocabulary already at %s.", spm_model)
+    else:
+        os.makedirs(os.path.dirname(spm_prefix), exist_ok=True)
+        pipelines.train_sentencepiece([train_txt], spm_prefix + ".tmp", vocab_size=FLAGS.vocab_size, seed=seed)
+        for ext in (".vocab", ".model"):  # the .model last: its presence marks completion
+            os.replace(spm_prefix + ".tmp" + ext, spm_prefix + ext)
+    vocab_size = pipelines.SentencePieceVocab.from_file(spm_model).vocab_size
+    logging.info("Vocabulary: %d pieces (%.0f s).", vocab_size, time.time() - t)
+
+    # 3. Pretraining data.
+    t = _stage(3, "pretraining data (SOP pairs, n-gram masking)")
+    data_dir = os.path.join(out, "data")
+    common = dict(
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=MAX_PREDICTIONS_PER_SEQ,
+        random_seed=seed,
+        progress_interval_s=15.0,
+    )
+    train_summary = pipelines.create_pretraining_data(
+        [train_txt], spm_model, os.path.join(data_dir, "train"), dupe_factor=FLAGS.dupe_factor, num_shards=4,
+        **common
+    )
+    eval_summary = pipelines.create_pretraining_data(
+        [eval_txt], spm_model, os.path.join(data_dir, "eval"), dupe_factor=2, num_shards=1, **common
+    )
+    logging.info("Training data:\n%s", train_summary.to_text())
+    logging.info("Held-out data:\n%s", eval_summary.to_text())
+    train_pattern = os.path.join(data_dir, "train", "*.tfrecord")
+    eval_pattern = os.path.join(data_dir, "eval", "*.tfrecord")
+    logging.info("Data stage: %.0f s.", time.time() - t)
+
+    # 4. Pretraining.
+    t = _stage(4, "pretraining")
+    precision = _pick_precision(FLAGS.mixed_precision)
+    config = demo_config(vocab_size, FLAGS.max_seq_length)
+    logging.info(
+        "Model: ALBERT all-shared, E=%d, H=%d, L=%d, %s parameters, %s; training for %.1f minutes.",
+        config.embedding_size,
+        config.hidden_size,
+        config.num_hidden_layers,
+        f"{albert_tf.AlbertEncoder(config).count_params():,}",
+        precision,
+        FLAGS.minutes,
+    )
+
+    def train_dataset_fn(ctx):
+        return pipelines.pretraining_dataset(
+            train_pattern,
+            ctx.get_per_replica_batch_size(FLAGS.train_batch_size),
+            FLAGS.max_seq_length,
+            MAX_PREDICTIONS_PER_SEQ,
+            is_training=True,
+            seed=seed,
+            input_context=ctx,
+        )
+
+    def eval_dataset_fn(ctx):
+        return pipelines.pretraining_dataset(
+            eval_pattern,
+            ctx.get_per_replica_batch_size(64),
+            FLAGS.max_seq_length,
+            MAX_PREDICTIONS_PER_SEQ,
+            is_training=False,
+            input_context=ctx,
+        )
+
+    model_dir = os.path.join(out, "model")
+    # The step budget is a ceiling; the time budget usually ends training first.
+    max_steps = 100_000
+    result = training.run_pretraining(
+        config,
+        train_dataset_fn,
+        model_dir,
+        train_batch_size=FLAGS.train_batch_size,
+        num_train_steps=max_steps,
+        max_train_seconds=FLAGS.minutes * 60,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=MAX_PREDICTIONS_PER_SEQ,
+        optimizer="lamb",
+        learning_rate=FLAGS.learning_rate,
+        num_warmup_steps=50,
+        mixed_precision=precision,
+        jit_compile=True,
+        save_checkpoints_steps=200,
+        log_steps=25,
+        spm_model_file=spm_model,
+        eval_dataset_fn=eval_dataset_fn,
+        max_eval_steps=1000,
+        seed=seed,
+    )
+    logging.info("Pretraining stage: %.0f s, %d steps.", time.time() - t, result["global_step"])
+
+    # 5. Evaluation on held-out documents.
+    t = _stage(5, "evaluation on held-out documents")
+    most_frequent, baseline = _masked_token_baseline(train_pattern, eval_pattern, FLAGS.max_seq_length)
+    mlm_acc = result["eval_masked_lm_accuracy"]
+    sop_acc = result["eval_sentence_order_accuracy"]
+    logging.info(
+        "Held-out masked-LM accuracy %.3f (chance 1/V = %.5f; always guessing the most frequent token %r: %.3f)",
+        mlm_acc,
+        1.0 / vocab_size,
+        pipelines.SentencePieceVocab.from_file(spm_model).pieces[most_frequent],
+        baseline,
+    )
+    logging.info("Held-out sentence-order accuracy %.3f (chance 0.5), on %d instances.", sop_acc,
+                 result.get("eval_num_examples", 0))
+    logging.info("Evaluation stage: %.0f s.", time.time() - t)
+
+    # 6. Fill in the blanks.
+    _stage(6, "fill in the blank (held-out sentences)")
+    _fill_in_the_blanks(result["model"], spm_model, eval_txt, seed)
+
+    logging.info(
+        "Done in %.1f minutes. Model, config and vocabulary: %s (load with albert_tf.load_checkpoint(%r)).",
+        (time.time() - start) / 60,
+        model_dir,
+        model_dir,
+    )
+    learned = mlm_acc > max(2 * baseline, 0.1) and sop_acc > 0.5
+    logging.info("Learning %s.", "happened" if learned else "was weak: try more --minutes")
+
+
+def run():
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,145 @@
+"""albert-pretrain end to end on tiny shards, its recipes and its usage errors."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+from absl import app, flags
+from absl.testing import flagsaver
+
+import albert_tf
+from albert_tf.bin import pretrain
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import training_testlib as tl  # noqa: E402
+
+import flags.core_flags as albert_flags  # noqa: E402
+
+FLAGS = flags.FLAGS
+albert_flags.define_all_pretraining_flags()  # as albert-pretrain's run() does
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrain_bin")
+    tl.write_tfrecords(str(root / "data" / "train-0.tfrecord"), 40, seed=3)
+    tl.write_tfrecords(str(root / "data" / "eval-0.tfrecord"), 12, seed=4)
+    tl.tiny_config().to_json_file(str(root / "albert_config.json"))
+    (root / "vocab.model").write_bytes(b"stand-in sentencepiece model")
+    return root
+
+
+def _command(workdir, output_dir, steps, *extra):
+    return [
+        sys.executable, "-m", "albert_tf.bin.pretrain",
+        f"--albert_config_file={workdir / 'albert_config.json'}",
+        f"--input_file={workdir / 'data' / 'train-*.tfrecord'}",
+        f"--eval_input_file={workdir / 'data' / 'eval-*.tfrecord'}",
+        f"--output_dir={output_dir}", f"--spm_model_file={workdir / 'vocab.model'}",
+        "--train_batch_size=8", "--gradient_accumulation_steps=2",
+        "--max_seq_length=16", "--max_predictions_per_seq=3",
+        f"--num_train_steps={steps}", "--num_warmup_steps=1",
+        "--learning_rate=0.01", "--save_checkpoints_steps=2", "--log_steps=1",
+        "--do_eval", "--eval_batch_size=4", "--max_eval_steps=2", *extra,
+    ]
+
+
+def _run(cmd):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_end_to_end_then_resume_with_more_steps(workdir):
+    out = workdir / "run"
+    first = _run(_command(workdir, out, 4))
+    assert first.returncode == 0, first.stderr[-4000:]
+    log = first.stderr
+    for step in (1, 2, 3, 4):
+        assert f"step {step}/4 loss " in log
+    line = [l for l in log.splitlines() if "step 4/4 loss" in l][0]
+    for word in ("mlm_acc", "sop_acc", "lr", "examples/s", "ETA"):
+        assert word in line, line
+    names = sorted(os.listdir(out))
+    for name in ("albert_config.json", "checkpoint", "ckpt-4.index",
+                 "eval_results.txt", "model.weights.safetensors", "spm.model", "train"):
+        assert name in names, names
+    results = dict(line.split(" = ") for line in
+                   (out / "eval_results.txt").read_text().splitlines())
+    assert results["global_step"] == "4"
+    assert 0.0 <= float(results["sentence_order_accuracy"]) <= 1.0
+    assert float(results["masked_lm_loss"]) > 0
+    # Two eval batches of 4 from a 12-example file.
+    assert results["num_examples"] == "8"
+    # The exported folder loads with the library.
+    assert albert_tf.load_checkpoint(str(out)).config == tl.tiny_config()
+
+    second = _run(_command(workdir, out, 6))
+    assert second.returncode == 0, second.stderr[-4000:]
+    assert "Resumed from step 4" in second.stderr
+    assert "step 5/6 loss" in second.stderr and "step 1/6" not in second.stderr
+    assert sorted(glob.glob(str(out / "ckpt-*.index")))[-1].endswith("ckpt-6.index")
+
+
+def test_output_dir_with_another_config_is_refused(workdir):
+    out = workdir / "other"
+    out.mkdir()
+    tl.tiny_config().to_json_file(str(out / "albert_config.json"))
+    cfg = workdir / "bigger.json"
+    tl.tiny_config(hidden_size=32).to_json_file(str(cfg))
+    cmd = _command(workdir, out, 2) + [f"--albert_config_file={cfg}"]
+    proc = _run(cmd)
+    assert proc.returncode != 0
+    assert "holds a run of a different model" in proc.stderr
+    assert "hidden_size: 16 there vs 32 now" in proc.stderr
+
+
+@pytest.mark.parametrize("recipe,preset", [
+    ("albert_base_pretrain.cfg", "albert_base_v1"),
+    ("albert_large_pretrain.cfg", "albert_large_v1"),
+    ("albert_xlarge_pretrain.cfg", "albert_xlarge_v1"),
+    ("albert_xxlarge_pretrain.cfg", "albert_xxlarge_v1"),
+])
+def test_recipes_hold_the_paper_settings(recipe, preset):
+    path = os.path.join(REPO, "flags", "recipes", recipe)
+    with flagsaver.flagsaver():
+        FLAGS.unparse_flags()
+        FLAGS(["albert-pretrain", f"--flagfile={path}"])
+        assert FLAGS.preset == preset
+        assert preset in albert_tf.AlbertConfig.presets()
+        assert (FLAGS.train_batch_size, FLAGS.max_seq_length,
+                FLAGS.max_predictions_per_seq) == (4096, 512, 20)
+        assert (FLAGS.optimizer, FLAGS.learning_rate) == ("lamb", 0.00176)
+        assert (FLAGS.num_train_steps, FLAGS.num_warmup_steps) == (125000, 3125)
+        assert FLAGS.save_checkpoints_steps == 5000
+    FLAGS.unparse_flags()
+
+
+def _main_error(tmp_path, **overrides):
+    values = dict(output_dir=str(tmp_path / "out"), preset=None,
+                  albert_config_file=None, input_file=None)
+    values.update(overrides)
+    with flagsaver.flagsaver(**values):
+        with pytest.raises(app.UsageError) as info:
+            pretrain.main(["albert-pretrain"])
+    return str(info.value)
+
+
+def test_usage_errors_quote_the_bad_value(tmp_path, workdir):
+    if not FLAGS.is_parsed():
+        FLAGS(["albert-pretrain"])
+    cfg = str(workdir / "albert_config.json")
+    assert "--input_file='nowhere/*.tfrecord' matches no file" in _main_error(
+        tmp_path, albert_config_file=cfg, input_file="nowhere/*.tfrecord")
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    assert "are empty" in _main_error(tmp_path, albert_config_file=cfg,
+                                      input_file=str(empty))
+    assert "exactly one of --preset and --albert_config_file" in _main_error(
+        tmp_path, preset="albert_base_v2", albert_config_file=cfg)
+    assert "does not exist" in _main_error(
+        tmp_path, albert_config_file=str(tmp_path / "missing.json"))
