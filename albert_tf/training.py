@@ -708,6 +708,10 @@ def run_pretraining(
             learning_rate=float(schedule(step - 1)),
             examples_per_second=steps * train_batch_size / elapsed,
             eta_seconds=(num_train_steps - step) * elapsed / steps)
+        if max_train_seconds is not None:  # the time budget may end it first
+            metrics["eta_seconds"] = min(
+                metrics["eta_seconds"],
+                max(0.0, max_train_seconds - (time.time() - train_start)))
         logging.info(
             "step %d/%d loss %.4f mlm_loss %.4f sop_loss %.4f mlm_acc %.4f "
             "sop_acc %.4f lr %.3g examples/s %.1f ETA %s", step,
