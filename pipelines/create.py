@@ -265,12 +265,21 @@ def create_pretraining_data(
     for s in pending:
         temp = _temp_path(finals[s], "incomplete")
         paths = [spills[(s, b)] for b in range(buckets)]
-        seeds = [_shard_seed(random_seed, s * buckets + b) for b in range(buckets)]
+        seeds = tf.constant([_shard_seed(random_seed, s * buckets + b) for b in range(buckets)],
+                            tf.int64)
 
         @tf.autograph.experimental.do_not_convert
         def shuffled(path, seed):
-            return tf.data.TFRecordDataset(path).shuffle(
-                shuffle_buffer_size, seed=seed, reshuffle_each_iteration=False)
+            # A stateless permutation of each buffer-sized chunk: unlike
+            # Dataset.shuffle(seed=...), it does not depend on the process's
+            # global TF seed (tf.random.set_seed elsewhere in the program).
+            def permute(index, chunk):
+                key = tf.stack([seed, index])
+                return tf.data.Dataset.from_tensor_slices(
+                    tf.random.experimental.stateless_shuffle(chunk, seed=key))
+
+            return (tf.data.TFRecordDataset(path).batch(shuffle_buffer_size)
+                    .enumerate().flat_map(permute))
 
         records = tf.data.Dataset.from_tensor_slices((paths, seeds)).flat_map(shuffled)
         with tf.io.TFRecordWriter(temp, options) as writer:

@@ -249,3 +249,15 @@ def test_nsp_mode_worker_split_equals_single_run(tmp_path, corpus_file, spm_mode
                                           shard_index=i, num_workers=2, **settings)
     assert shard_bytes(str(tmp_path / "one")) == shard_bytes(str(tmp_path / "two"))
     assert 0.5 <= single.sop_label_one_fraction < 0.8
+
+
+def test_output_ignores_the_global_tf_seed(baseline, tmp_path, corpus_file, spm_model):
+    # Other code in the same process (a training loop, keras.utils.set_random_seed)
+    # may set TensorFlow's global seed; the shards must not change with it.
+    out, _ = baseline
+    tf.random.set_seed(987)
+    try:
+        pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path), **SETTINGS)
+    finally:
+        tf.random.set_seed(None)
+    assert shard_bytes(str(tmp_path)) == shard_bytes(out)
