@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.checkpoints import CONFIG_FILENAME
 from albert_tf.config import AlbertConfig
 from albert_tf.models.pretrainer import (
     MLM_WEIGHT_EPSILON,
@@ -48,7 +49,6 @@ from albert_tf import optimization
 
 DatasetFn = Callable[[tf.distribute.InputContext], tf.data.Dataset]
 
-CONFIG_FILENAME = "albert_config.json"
 EVAL_RESULTS_FILENAME = "eval_results.txt"
 CHECKPOINT_NAME = "ckpt"
 _DTYPE_POLICIES = {

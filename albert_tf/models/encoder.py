@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.models.config_model import ConfigModel
 from albert_tf.layers.attention import attention_mask_bias
 from albert_tf.layers.embeddings import AlbertEmbeddings
 from albert_tf.layers.transformer_stack import AlbertTransformerStack
@@ -18,7 +19,7 @@ def _dummy_inputs() -> Dict[str, tf.Tensor]:
     return {"input_ids": ids, "input_mask": tf.ones_like(ids), "segment_ids": tf.zeros_like(ids)}
 
 
-class AlbertEncoder(keras.Model):
+class AlbertEncoder(ConfigModel):
     """The ALBERT encoder (backbone) with its pooler.
 
     Inputs are a dict of int32 [B, T] tensors: `input_ids`, and optionally
@@ -103,15 +104,3 @@ class AlbertEncoder(keras.Model):
         if return_all_layers:
             outputs["all_layers"] = layers
         return outputs
-
-    def build(self, input_shape=None):
-        # Sublayers build on the first call (made by __init__ on a dummy batch).
-        pass
-
-    def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict()}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig(**config.pop("config")), **config)

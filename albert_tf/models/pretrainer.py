@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
+from albert_tf.models.config_model import ConfigModel
 from albert_tf.layers.heads import MaskedLMHead, SentenceOrderHead
 from albert_tf.models.encoder import AlbertEncoder, _dummy_inputs
 
@@ -63,7 +64,7 @@ def pretraining_losses(terms: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     }
 
 
-class AlbertPretrainer(keras.Model):
+class AlbertPretrainer(ConfigModel):
     """ALBERT with its pretraining heads: masked LM and sentence-order prediction.
 
     Inputs: the encoder's dict plus `masked_lm_positions` [B, P] int32. Extra
@@ -156,15 +157,3 @@ class AlbertPretrainer(keras.Model):
         batch = data[0] if isinstance(data, tuple) else data
         outputs = self(batch, training=False)
         return self._update_trackers(pretraining_loss_terms(batch, outputs))
-
-    def build(self, input_shape=None):
-        # Sublayers build on the first call (made by __init__ on a dummy batch).
-        pass
-
-    def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict()}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig(**config.pop("config")), **config)
