@@ -202,7 +202,7 @@ def _fill_in_the_blanks(model, spm_model_file: str, eval_file: str, seed: int):
         logits = model(batch)["mlm_logits"].numpy()[0, 0]
         top = np.argsort(-logits)[:5]
         masked_text = "".join(p if i != target else "\u2581[MASK]" for i, p in enumerate(pieces))
-        guesses = ", ".join(sp.IdToPiece(int(t)).replace("\u2581", "") for t in top)
+        guesses = ", ".join(sp.IdToPiece(int(t)).replace("\u2581", "") or "(space)" for t in top)
         logging.info(
             "  %s\n      answer: %s | model's top 5: %s",
             masked_text.replace("\u2581", " ").strip(),

@@ -148,6 +148,7 @@ def run() -> None:
     # Flags are defined here, not at import, so that importing several
     # binaries in one process (tests) cannot collide.
     albert_flags.define_all_pretraining_flags()
+    flags.adopt_module_key_flags(albert_flags)  # list them in --helpshort
     app.run(main)
 
 

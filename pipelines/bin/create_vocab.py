@@ -27,6 +27,7 @@ def main(argv):
 
 def run():
     pipeline_flags.define_create_vocab_flags()
+    flags.adopt_module_key_flags(pipeline_flags)  # list them in --helpshort
     app.run(main)
 
 
