@@ -26,6 +26,7 @@ Formats read by `load_checkpoint`:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -186,21 +187,8 @@ def config_from_hf(hf: Mapping) -> AlbertConfig:
     eps = hf.get("layer_norm_eps", 1e-12)
     if abs(eps - 1e-12) > 1e-15:
         logging.warning("config.json has layer_norm_eps=%g; this implementation uses the original's 1e-12.", eps)
-    keys = (
-        "vocab_size",
-        "embedding_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_hidden_groups",
-        "inner_group_num",
-        "num_attention_heads",
-        "intermediate_size",
-        "hidden_dropout_prob",
-        "attention_probs_dropout_prob",
-        "max_position_embeddings",
-        "type_vocab_size",
-        "initializer_range",
-    )
+    # Hugging Face uses the original's field names, except for the activation.
+    keys = [f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("hidden_act", "sharing")]
     values = {k: hf[k] for k in keys if k in hf}
     return AlbertConfig(hidden_act=_HF_ACTIVATIONS[act], **values)
 
