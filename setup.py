@@ -15,7 +15,7 @@ setuptools.setup(
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",
-        "keras>=3.10,<4",
+        "keras>=3.15,<3.16",  # the optimizers use Keras internals: tested range only
         "sentencepiece>=0.2",
         "absl-py",
         "safetensors",
@@ -32,6 +32,8 @@ setuptools.setup(
             "albert-pretrain=albert_tf.bin.pretrain:run",
             "albert-convert=albert_tf.bin.convert:run",
             "albert-demo=albert_tf.bin.demo:run",
+            "albert-finetune=albert_tf.bin.finetune:run",
+            "albert-export=albert_tf.bin.export:run",
         ],
     },
 )
