@@ -107,12 +107,17 @@ class SentencePieceVocab:
     @classmethod
     def from_file(cls, path: str) -> "SentencePieceVocab":
         """Loads and checks a .model file."""
-        import sentencepiece as spm  # setup only, not in the per-example path
-
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"SentencePiece model not found: {path!r}")
         with tf.io.gfile.GFile(path, "rb") as f:
             proto = f.read()
+        return cls.from_proto(proto, path)
+
+    @classmethod
+    def from_proto(cls, proto: bytes, path: str = "<serialized model>") -> "SentencePieceVocab":
+        """Checks a serialized model (`path` only names it in errors)."""
+        import sentencepiece as spm  # setup only, not in the per-example path
+
         sp = spm.SentencePieceProcessor()
         try:
             sp.LoadFromSerializedProto(proto)

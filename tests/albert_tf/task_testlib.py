@@ -1,0 +1,40 @@
+"""Shared helpers of the fine-tuning tests: a tiny SentencePiece model, tiny
+configs and small labelled data sets (made here, nothing downloaded)."""
+
+import os
+
+import numpy as np
+
+import albert_tf
+from tests.pipelines.conftest import write_corpus
+
+SPM_VOCAB_SIZE = 120
+
+
+def train_tiny_spm(folder: str) -> str:
+    """A 120-piece SentencePiece model with the ALBERT special ids (about 1 s)."""
+    from pipelines import tokenizer
+
+    corpus = write_corpus(os.path.join(folder, "corpus.txt"), num_docs=60)
+    return tokenizer.train_sentencepiece([corpus], os.path.join(folder, "sp"),
+                                         vocab_size=SPM_VOCAB_SIZE, seed=1)
+
+
+def tiny_config(dropout: float = 0.0, **overrides) -> albert_tf.AlbertConfig:
+    values = dict(vocab_size=SPM_VOCAB_SIZE, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=64,
+                  hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    values.update(overrides)
+    return albert_tf.AlbertConfig(**values)
+
+
+def sentences(n: int, seed: int = 0):
+    """n short made-up sentences and a binary label (does it mention "ka"?)."""
+    rng = np.random.default_rng(seed)
+    words = ["ka", "lo", "mi", "ten", "ser", "qua", "vi", "don"]
+    texts, labels = [], []
+    for _ in range(n):
+        row = list(rng.choice(words, size=int(rng.integers(2, 7))))
+        texts.append(" ".join(row))
+        labels.append(int("ka" in row))
+    return texts, np.array(labels, np.int32)
