@@ -1,4 +1,4 @@
-"""albert-convert: any supported checkpoint -> this project's format.
+r"""albert-convert: any supported checkpoint -> this project's format.
 
 Reads an original google-research TF1 checkpoint (albert_config.json next to
 it), a Hugging Face ALBERT folder (config.json + model.safetensors) or a
@@ -14,16 +14,19 @@ import os
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("input", None, "Checkpoint prefix or folder to convert.")
-flags.DEFINE_string("output_dir", None, "Folder to write albert_config.json and model.weights.safetensors to.")
-flags.DEFINE_string(
-    "albert_config_file", None, "Config to use instead of the albert_config.json next to --input (TF1 only)."
-)
-flags.DEFINE_string(
-    "spm_model_file",
-    None,
-    "SentencePiece model to copy into --output_dir. Default: a *.model file next to --input, if exactly one.",
-)
+
+
+def _define_flags() -> None:
+    flags.DEFINE_string("input", None, "Checkpoint prefix or folder to convert.")
+    flags.DEFINE_string("output_dir", None, "Folder to write albert_config.json and model.weights.safetensors to.")
+    flags.DEFINE_string(
+        "albert_config_file", None, "Config to use instead of the albert_config.json next to --input (TF1 only)."
+    )
+    flags.DEFINE_string(
+        "spm_model_file",
+        None,
+        "SentencePiece model to copy into --output_dir. Default: a *.model file next to --input, if exactly one.",
+    )
 
 
 def _find_spm_model(path: str):
@@ -51,8 +54,11 @@ def main(argv):
     )
 
 
-def run():
-    app.run(main)
+def run() -> None:
+    """Console-script entry point (setup.py: albert-convert)."""
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, _define_flags, "albert-convert", __doc__)
 
 
 if __name__ == "__main__":

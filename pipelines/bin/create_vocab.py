@@ -8,7 +8,6 @@ from absl import flags
 from absl import logging
 
 from flags import pipeline_flags
-from pipelines import tokenizer
 
 FLAGS = flags.FLAGS
 
@@ -16,6 +15,10 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]!r}")
+    if not FLAGS.input_file or not FLAGS.model_prefix:
+        raise app.UsageError("--input_file and --model_prefix are required.")
+    from pipelines import tokenizer  # here, not at import: see albert_tf/bin/common.py
+
     path = tokenizer.train_sentencepiece(
         FLAGS.input_file.split(","), FLAGS.model_prefix, vocab_size=FLAGS.vocab_size,
         do_lower_case=FLAGS.do_lower_case, input_sentence_size=FLAGS.input_sentence_size,
@@ -25,10 +28,11 @@ def main(argv):
     logging.info("Wrote %s (%d pieces) and %s.vocab.", path, vocab.vocab_size, FLAGS.model_prefix)
 
 
-def run():
-    pipeline_flags.define_create_vocab_flags()
-    flags.adopt_module_key_flags(pipeline_flags)  # list them in --helpshort
-    app.run(main)
+def run() -> None:
+    """Console-script entry point (setup.py: albert-create-vocab)."""
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, pipeline_flags.define_create_vocab_flags, "albert-create-vocab", __doc__)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,302 @@
+"""The entry point every albert-tf binary shares: `run_binary`.
+
+It gives each console script the same behaviour:
+
+* TensorFlow's C++ start-up log (oneDNN notices, "failed call to cuInit" on a
+  machine without a GPU, CPU-feature notices) stays quiet unless the user set
+  TF_CPP_MIN_LOG_LEVEL themselves;
+* `--help` / `--helpshort` print the binary's usage text and its own flags,
+  grouped by flag group (absl alone looks for both in `__main__`, which for an
+  installed console script is the generated wrapper, and prints neither);
+  `--helpfull` lists every flag as usual;
+* library errors (bad files, bad values, TensorFlow op errors, training
+  errors) end the program with one line `NAME: message` on stderr and exit
+  code 1 instead of a traceback; `app.UsageError` keeps absl's behaviour.
+
+Usage, at the bottom of a binary module (which imports TensorFlow only inside
+`main`, so that the log setting applies):
+
+    def run() -> None:
+        \"\"\"Console-script entry point.\"\"\"
+        from albert_tf.bin.common import run_binary
+        run_binary(main, _define_flags, "albert-finetune", __doc__)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from typing import Callable
+
+from absl import app, flags, logging
+
+FLAGS = flags.FLAGS
+
+# TensorFlow C++ messages below this level are hidden by default in the
+# binaries: 1 hides INFO notices, warnings and errors still show.
+DEFAULT_TF_CPP_MIN_LOG_LEVEL = "1"
+
+# Start-up lines TensorFlow prints while it loads and looks for devices; none
+# of them means that something is wrong on a CPU-only machine.
+_STARTUP_NOISE = (
+    re.compile(r"^I\d{4} "),  # absl C++ INFO lines (oneDNN, cudart stub, CPU features)
+    re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called"),
+    re.compile(r"^To enable the following instructions: "),
+)
+_NO_GPU_NOISE = re.compile(r"^E\d{4} .*(failed call to cuInit|Could not find cuda drivers)")
+
+
+def quiet_tensorflow_log() -> bool:
+    """Sets TF_CPP_MIN_LOG_LEVEL for this process unless the user set it.
+
+    Returns:
+        True when the binary decides the log level (the user did not).
+
+    Example:
+        >>> import os
+        >>> saved = os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
+        >>> quiet_tensorflow_log(), os.environ["TF_CPP_MIN_LOG_LEVEL"]
+        (True, '1')
+        >>> os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"  # the user's choice wins
+        >>> quiet_tensorflow_log(), os.environ["TF_CPP_MIN_LOG_LEVEL"]
+        (False, '0')
+        >>> _ = os.environ.pop("TF_CPP_MIN_LOG_LEVEL")
+        >>> if saved is not None:
+        ...     os.environ["TF_CPP_MIN_LOG_LEVEL"] = saved
+    """
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return False
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = DEFAULT_TF_CPP_MIN_LOG_LEVEL
+    return True
+
+
+def filter_startup_log(text: str, have_nvidia_driver: bool) -> str:
+    """Drops TensorFlow's harmless start-up lines from captured stderr text.
+
+    Args:
+        text: what stderr received while TensorFlow loaded and listed devices.
+        have_nvidia_driver: whether the machine has an NVIDIA driver; only then
+            is a failed cuInit worth showing.
+
+    Returns:
+        The remaining lines (each with its newline).
+
+    Example:
+        >>> filter_startup_log(
+        ...     "I0000 00:00:1.0 port.cc:153] oneDNN custom operations are on.\\n"
+        ...     "E0000 00:00:1.0 cuda_platform.cc:52] failed call to cuInit: UNKNOWN ERROR (303)\\n"
+        ...     "a real warning\\n", have_nvidia_driver=False)
+        'a real warning\\n'
+    """
+    kept = []
+    for line in text.splitlines(keepends=True):
+        if any(pattern.match(line) for pattern in _STARTUP_NOISE):
+            continue
+        if not have_nvidia_driver and _NO_GPU_NOISE.match(line):
+            continue
+        kept.append(line)
+    return "".join(kept)
+
+
+def _start_tensorflow_quietly() -> None:
+    """Imports TensorFlow and lists its devices with stderr captured and filtered.
+
+    TensorFlow prints its start-up notices from C++ before it reads
+    TF_CPP_MIN_LOG_LEVEL, and the cuInit error when it first looks for GPUs
+    (listing devices does not fix the runtime's device setup, so a binary can
+    still configure logical devices afterwards).
+    """
+    sys.stderr.flush()
+    saved_fd = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices("GPU")
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+            captured.seek(0)
+            text = captured.read().decode("utf-8", errors="replace")
+            sys.stderr.write(filter_startup_log(text, os.path.exists("/proc/driver/nvidia")))
+            sys.stderr.flush()
+
+
+def _group_title(function_name: str) -> str:
+    """`define_pretraining_data_flags` -> "pretraining data"."""
+    return function_name.removeprefix("define_").removesuffix("_flags").replace("_", " ").strip()
+
+
+def define_flags_by_group(define_flags: Callable[[], None]) -> dict[str, list[str]]:
+    """Calls `define_flags` and returns the flags it defined, by flag group.
+
+    A group is the innermost `define_*_flags` function that defined a flag
+    (flags/core_flags.py, flags/pipeline_flags.py); flags defined elsewhere
+    fall in the group "".
+
+    Args:
+        define_flags: the binary's flag-defining function.
+
+    Returns:
+        Group title -> names of the flags it defined, in definition order.
+    """
+    groups: dict[str, list[str]] = {}
+    claimed: set[str] = set()
+    open_groups: list[tuple[object, str, set[str]]] = []
+    known = set(FLAGS)
+    previous_profiler = sys.getprofile()
+
+    def claim(title: str, names_before: set[str]) -> None:
+        new = [name for name in FLAGS if name not in names_before and name not in claimed]
+        for name in new:
+            if FLAGS[name].name == name:  # not a short alias
+                groups.setdefault(title, []).append(name)
+            claimed.add(name)
+
+    def profiler(frame, event, arg):
+        del arg
+        name = frame.f_code.co_name
+        if not (name.startswith("define_") and name.endswith("_flags")):
+            return
+        if event == "call":
+            open_groups.append((frame, _group_title(name), set(FLAGS)))
+        elif event == "return" and open_groups and open_groups[-1][0] is frame:
+            _, title, names_before = open_groups.pop()
+            claim(title, names_before)
+
+    sys.setprofile(profiler)
+    try:
+        define_flags()
+    finally:
+        sys.setprofile(previous_profiler)
+    claim("", known)
+    return groups
+
+
+def _render_flag(flag) -> str:
+    prefix = "--[no]" if flag.boolean else "--"
+    text = flags.text_wrap(f"{prefix}{flag.name}: {flag.help}", indent="    ", firstline_indent="  ")
+    if flag.default is not None and flag.default_as_str:
+        text += "\n" + flags.text_wrap(f"(default: {flag.default_as_str})", indent="    ")
+    return text
+
+
+def usage_text(name: str, doc: str | None, groups: dict[str, list[str]]) -> str:
+    """The --help text: usage, then the binary's flags under their group titles.
+
+    Args:
+        name: the binary's name, e.g. "albert-convert".
+        doc: its usage text (the module docstring).
+        groups: group title -> flag names (`define_flags_by_group`).
+
+    Returns:
+        The text, ending with a pointer to --helpfull.
+    """
+    parts = [(doc or f"USAGE: {name} [flags]").strip() + "\n"]
+    for title, names in groups.items():
+        names = [n for n in names if n in FLAGS]
+        if names:
+            parts.append(f"\n{title or name} flags:")
+            parts.extend(_render_flag(FLAGS[n]) for n in sorted(names))
+    parts.append(f"\nTry --helpfull to get a list of all flags (absl's logging flags among them).\n")
+    return "\n".join(parts)
+
+
+class _UsageHelpFlag(flags.BooleanFlag):
+    """--help / --helpshort that print the binary's own usage text and flags."""
+
+    def __init__(self, flag_name: str, short_name: str | None, render: Callable[[], str]):
+        super().__init__(
+            flag_name, False, "show this help", short_name=short_name, allow_override=True, allow_hide_cpp=True
+        )
+        self._render_usage = render
+
+    def parse(self, argument):
+        if self._parse(argument):
+            sys.stdout.write(self._render_usage())
+            sys.stdout.flush()
+            sys.exit(0)
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message on one line (an op error: its first line only)."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(error, tf.errors.OpError):
+        lines = (error.message or str(error)).strip().splitlines()[:1]
+    else:
+        lines = str(error).strip().splitlines()
+    message = " ".join(line.strip() for line in lines if line.strip())
+    return message or type(error).__name__
+
+
+def library_error_types() -> tuple[type[BaseException], ...]:
+    """Exceptions the binaries report in one line: bad values, files, ops, training.
+
+    Modules are looked up, not imported: an error class whose module was never
+    imported cannot have been raised.
+    """
+    types: list[type[BaseException]] = [ValueError, OSError]
+    training = sys.modules.get("albert_tf.training")
+    if training is not None and hasattr(training, "TrainingError"):
+        types.append(training.TrainingError)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and hasattr(tf, "errors"):
+        types.append(tf.errors.OpError)
+    return tuple(types)
+
+
+def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:
+    """Defines the binary's flags, parses them and runs `main` the albert-tf way.
+
+    Args:
+        main: the absl main, `main(argv)`.
+        define_flags: defines the binary's flags (flag groups from flags/*.py).
+        name: the binary's name, e.g. "albert-finetune" (prefix of error lines).
+        doc: its usage text (the module docstring), shown by --help.
+    """
+    choose_log_level = quiet_tensorflow_log()
+    groups = define_flags_by_group(define_flags)
+    main_module = getattr(main, "__module__", None)
+    if main_module:  # flags defined at import by the binary's own module
+        module_key = sys.argv[0] if main_module == "__main__" else main_module
+        own = [f.name for f in FLAGS.get_flags_for_module(module_key)]
+        listed = {n for names in groups.values() for n in names}
+        groups.setdefault("", []).extend(n for n in own if n not in listed)
+    groups = {title: names for title, names in groups.items() if names}
+
+    # absl's usage-error and --helpfull output read both from __main__.
+    main_doc_module = sys.modules.get("__main__")
+    if main_doc_module is not None and not getattr(main_doc_module, "__doc__", None):
+        main_doc_module.__doc__ = doc
+    for names in groups.values():
+        for flag_name in names:
+            FLAGS.register_key_flag_for_module(sys.argv[0], FLAGS[flag_name])
+    app.define_help_flags()
+    render = lambda: usage_text(name, doc, groups)  # noqa: E731
+    flags.DEFINE_flag(_UsageHelpFlag("help", "?", render))
+    flags.DEFINE_flag(_UsageHelpFlag("helpshort", None, render))
+
+    def parse_flags(argv: list[str]) -> list[str]:
+        remaining = app.parse_flags_with_usage(argv)
+        # Before absl's after-init callbacks: TensorFlow registers one that
+        # looks for GPUs (the cuInit error).
+        if choose_log_level:
+            _start_tensorflow_quietly()
+        return remaining
+
+    def guarded_main(argv):
+        try:
+            return main(argv)
+        except app.UsageError:
+            raise
+        except library_error_types() as error:
+            logging.debug("%s failed", name, exc_info=True)  # the traceback with --verbosity=1
+            sys.stderr.write(f"{name}: {_one_line(error)}\n")
+            sys.stderr.flush()
+            sys.exit(1)
+
+    app.run(guarded_main, flags_parser=parse_flags)
