@@ -1,0 +1,86 @@
+r"""albert-finetune: fine-tune ALBERT on GLUE, a CSV/TSV/JSONL file, SQuAD, RACE or tagging data.
+
+    albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 \
+      --init_checkpoint=runs/base --output_dir=runs/sst2 \
+      --max_seq_length=128 --train_batch_size=32 --learning_rate=3e-5 \
+      --num_train_epochs=3 --do_train --do_eval --do_predict
+
+--init_checkpoint is anything albert_tf.load_checkpoint reads (an
+albert-pretrain output folder, an original TF1 checkpoint, a Hugging Face
+folder); its SentencePiece model is found beside it or given with
+--spm_model_file. --albert_config_file instead trains from random weights.
+
+Tasks: glue/{cola,sst-2,mrpc,sts-b,qqp,mnli,mnli-mm,qnli,rte,wnli} (the GLUE
+TSV layout), csv (data_dir/train.csv, dev.csv[, test.csv] with a header row;
+--text_column, --text_b_column, --label_column), squad_v1 / squad_v2
+(train.json, dev.json), race, tagging.
+
+output_dir receives the fine-tuned model (best on dev: albert_config.json,
+model.weights.safetensors, task_config.json, spm.model; read by
+albert_tf.load_task_model and albert-export as it is), eval_results.txt
+(--do_eval), the prediction files (--do_predict), TensorBoard scalars
+(train/, eval/) and the resume state: running the same command again after
+an interruption continues after the last finished epoch.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+
+def _define_flags() -> None:
+    import flags.finetune_flags as finetune_flags
+
+    finetune_flags.define_finetune_flags()
+
+
+def options_from_flags(flag_values=FLAGS):
+    """`FinetuneOptions` from the parsed flags."""
+    from albert_tf.tasks.base import TaskOptions
+    from albert_tf.tasks.runner import FinetuneOptions
+
+    f = flag_values
+    task_options = TaskOptions(
+        max_seq_length=f.max_seq_length, do_lower_case=f.do_lower_case, spm_model_file=f.spm_model_file,
+        text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
+        regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
+        n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length)
+    return FinetuneOptions(
+        task=f.task, data_dir=f.data_dir, output_dir=f.output_dir, init_checkpoint=f.init_checkpoint,
+        albert_config_file=f.albert_config_file, task_options=task_options,
+        train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
+        learning_rate=f.learning_rate, num_train_epochs=f.num_train_epochs,
+        warmup_proportion=f.warmup_proportion, weight_decay_rate=f.weight_decay_rate,
+        layerwise_lr_decay=f.layerwise_lr_decay, steps_per_epoch=f.steps_per_epoch, strategy=f.strategy,
+        tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
+        do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps)
+
+
+def main(argv) -> dict:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    for name in ("task", "data_dir", "output_dir"):
+        if not getattr(FLAGS, name):
+            raise app.UsageError(f"--{name} is required.")
+    if FLAGS.preset:
+        raise app.UsageError("--preset is for pretraining; give --init_checkpoint or --albert_config_file.")
+    from albert_tf.tasks.registry import task_names
+    from albert_tf.tasks.runner import run_finetuning
+
+    if FLAGS.task.strip().lower() not in task_names():
+        raise app.UsageError(f"--task={FLAGS.task!r} is not a known task; expected one of: "
+                             f"{', '.join(task_names())}.")
+    return run_finetuning(options_from_flags())
+
+
+def run() -> None:
+    """Console-script entry point."""
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, _define_flags, "albert-finetune", __doc__)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,141 @@
+"""What a fine-tuning task tells the runner: how to read, build, train on, evaluate and predict.
+
+`albert_tf.tasks.runner.run_finetuning` drives every task the same way
+(strategy, precision, optimizer, `model.fit` with callbacks, eval_results.txt);
+a `FinetuneTask` subclass holds only what differs between task families:
+the reader, the task model and its loss, the metrics as the official scripts
+compute them, and the prediction files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Dict, List, Optional
+
+import keras
+import tensorflow as tf
+
+
+@dataclasses.dataclass
+class TaskOptions:
+    """Reader and model settings a task needs (the task-specific flags of albert-finetune).
+
+    Attributes:
+        max_seq_length: tokens per packed input.
+        do_lower_case: lower-case before SentencePiece.
+        spm_model_file: the SentencePiece model (readers of id-feature tasks
+            tokenize in Python with it; every model carries it in its
+            preprocessor).
+        text_column / text_b_column / label_column / regression: --task=csv.
+        doc_stride / max_query_length / n_best_size / max_answer_length: SQuAD.
+        max_qa_length: RACE.
+        dropout_rate: dropout before the task head.
+    """
+
+    max_seq_length: int = 128
+    do_lower_case: bool = True
+    spm_model_file: Optional[str] = None
+    text_column: str = "text"
+    text_b_column: Optional[str] = None
+    label_column: str = "label"
+    regression: bool = False
+    doc_stride: int = 128
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    max_qa_length: int = 128
+    dropout_rate: float = 0.1
+
+
+class FinetuneTask:
+    """Base class of the task families (classification, span QA, multiple choice, tagging).
+
+    Args:
+        name: the --task value, e.g. "glue/cola".
+        options: `TaskOptions`.
+    """
+
+    #: the dev metric the best checkpoint is chosen by (the original's keys)
+    selection_metric: str = "accuracy"
+    #: splits `read` understands
+    splits = ("train", "dev", "test")
+
+    def __init__(self, name: str, options: TaskOptions):
+        self.name = name
+        self.options = options
+
+    # ------------------------------------------------------------ data
+    def read(self, data_dir: str, split: str) -> Optional[Any]:
+        """The examples of one split, or None when an optional split (test) has no file."""
+        raise NotImplementedError
+
+    def num_examples(self, data: Any) -> int:
+        """Training examples (sets the number of steps per epoch)."""
+        raise NotImplementedError
+
+    def train_dataset(self, data: Any, batch_size: int, seed: int) -> tf.data.Dataset:
+        """(inputs, targets) batches, shuffled with `seed`, repeated forever."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ model
+    def build_model(self, config, init_checkpoint: Optional[str], train_data: Any) -> keras.Model:
+        """The task model, from `init_checkpoint` (pretrained) or `config` (random init)."""
+        raise NotImplementedError
+
+    def loss(self) -> Any:
+        """What `model.compile(loss=...)` gets; None: the task model's own loss (the
+        original's, averaged over the global batch under any strategy)."""
+        return None
+
+    def compile_metrics(self) -> Any:
+        """Training-time metrics for `model.compile(metrics=...)` (None for none)."""
+        return None
+
+    # ------------------------------------------------------------ results
+    def evaluate(self, model: keras.Model, data: Any, batch_size: int) -> Dict[str, float]:
+        """Dev metrics as the official scripts compute them (includes `selection_metric`)."""
+        raise NotImplementedError
+
+    def predict(self, model: keras.Model, data: Any, batch_size: int, output_dir: str) -> List[str]:
+        """Writes the prediction file(s) into output_dir and returns their paths."""
+        raise NotImplementedError
+
+
+def pretrained_or_random(model_class, config, init_checkpoint: Optional[str], options: TaskOptions,
+                         **head_kwargs) -> keras.Model:
+    """Builds a task model from pretrained weights or a config, with the SentencePiece preprocessor.
+
+    Args:
+        model_class: AlbertClassifier, AlbertSpanQA, ...
+        config: `AlbertConfig` for random initialisation (ignored with a checkpoint).
+        init_checkpoint: anything `albert_tf.load_checkpoint` reads, or None.
+        options: `TaskOptions` (max_seq_length, do_lower_case, spm_model_file).
+        **head_kwargs: the model class's head arguments (num_classes, ...).
+    """
+    if init_checkpoint:
+        return model_class.from_pretrained(init_checkpoint, spm_model_file=options.spm_model_file,
+                                           max_seq_length=options.max_seq_length,
+                                           do_lower_case=options.do_lower_case, **head_kwargs)
+    from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+
+    preprocessor = AlbertTextPreprocessor(options.spm_model_file, max_seq_length=options.max_seq_length,
+                                          do_lower_case=options.do_lower_case)
+    return model_class(config, preprocessor=preprocessor, **head_kwargs)
+
+
+def predict_in_batches(model: keras.Model, inputs: Any, batch_size: int) -> Any:
+    """`model.predict` on a batched dataset of `inputs` (a tensor, tuple or dict of arrays)."""
+    # One-element tuples: Keras reads a 2-tuple element as (x, y), which would
+    # split a (text, text_pair) input.
+    dataset = tf.data.Dataset.from_tensor_slices((inputs,)).batch(batch_size)
+    return model.predict(dataset, verbose=0)
+
+
+def split_file(data_dir: str, *names: str) -> Optional[str]:
+    """The first of `names` that exists in data_dir, else None."""
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if os.path.exists(path):
+            return path
+    return None

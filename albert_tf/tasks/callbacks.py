@@ -1,0 +1,214 @@
+"""Keras callbacks of fine-tuning: progress line, TensorBoard scalars, resume state, best-on-dev model.
+
+`keras.callbacks.TensorBoard` needs the tensorboard package, which TensorFlow
+2.21 does not install; `ScalarSummaries` writes the same event records with
+TensorFlow's core summary ops. `keras.callbacks.BackupAndRestore` stores
+weights in HDF5 through `model.save_weights`; `ResumeCheckpoint` uses a
+`tf.train.Checkpoint` of the model *and* the optimizer instead (works under
+every `tf.distribute` strategy and restores the learning-rate schedule's step).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Callable, Dict, Optional
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from pipelines.fileio import atomic_write
+
+RESUME_DIR = "resume"
+BEST_STATE_FILE = "best_dev.json"
+
+
+def format_duration(seconds: float) -> str:
+    """``h:mm:ss`` (or ``m:ss`` under an hour).
+
+    Example:
+    >>> format_duration(75), format_duration(3725.2)
+    ('1:15', '1:02:05')
+    """
+    seconds = int(round(max(0.0, seconds)))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def write_scalar(name: str, value: float) -> None:
+    """One TensorBoard scalar through the default summary writer and step (core ops only)."""
+    metadata = tf.compat.v1.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"
+    tf.summary.write(name, tf.constant(float(value), tf.float32), metadata=metadata.SerializeToString())
+
+
+def _optimizer_step(model: keras.Model) -> int:
+    return int(model.optimizer.iterations.numpy())
+
+
+class ProgressLogger(keras.callbacks.Callback):
+    """Logs ``step s/T (p%) loss ... | x steps/s, y examples/s | ETA`` every `log_steps` steps.
+
+    Args:
+        total_steps: optimizer steps of the whole run (for the ETA).
+        batch_size: global batch size (for examples/s).
+        log_steps: logging interval in steps.
+    """
+
+    def __init__(self, total_steps: int, batch_size: int, log_steps: int = 50):
+        super().__init__()
+        self.total_steps = int(total_steps)
+        self.batch_size = int(batch_size)
+        self.log_steps = max(1, int(log_steps))
+        self._t0 = None
+        self._step0 = 0
+
+    def on_train_begin(self, logs=None):
+        self._t0 = time.time()
+        self._step0 = _optimizer_step(self.model)
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = _optimizer_step(self.model)
+        if step % self.log_steps and step != self.total_steps:
+            return
+        elapsed = time.time() - self._t0
+        done = step - self._step0
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total_steps - step) / rate if rate > 0 else float("nan")
+        values = " ".join(f"{k} {float(v):.4f}" for k, v in sorted((logs or {}).items()))
+        logging.info(
+            "step %d/%d (%.0f%%) %s | %.2f steps/s, %.1f examples/s | elapsed %s, ETA %s",
+            step, self.total_steps, 100.0 * step / max(1, self.total_steps), values, rate,
+            rate * self.batch_size, format_duration(elapsed),
+            format_duration(eta) if math.isfinite(eta) else "?",
+        )
+
+
+class ScalarSummaries(keras.callbacks.Callback):
+    """TensorBoard scalars: training logs every `log_steps` steps, epoch logs at the end of each epoch.
+
+    Events go to ``<log_dir>/train``; `write_eval` (used by `BestOnDev`)
+    writes to ``<log_dir>/eval``. The step is the optimizer's iteration count.
+    """
+
+    def __init__(self, log_dir: str, log_steps: int = 50):
+        super().__init__()
+        self.log_steps = max(1, int(log_steps))
+        self._train = tf.summary.create_file_writer(os.path.join(log_dir, "train"))
+        self._eval = tf.summary.create_file_writer(os.path.join(log_dir, "eval"))
+
+    def _write(self, writer, logs: Dict[str, float], prefix: str = "") -> None:
+        with writer.as_default(step=_optimizer_step(self.model)):
+            for key, value in logs.items():
+                if isinstance(value, (int, float)) or hasattr(value, "numpy"):
+                    write_scalar(prefix + key, float(value))
+        writer.flush()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _optimizer_step(self.model) % self.log_steps == 0 and logs:
+            logs = dict(logs)
+            lr = self.model.optimizer.learning_rate
+            logs["learning_rate"] = float(lr.numpy() if hasattr(lr, "numpy") else lr)
+            self._write(self._train, logs)
+
+    def write_eval(self, results: Dict[str, float]) -> None:
+        """Writes dev results at the current step."""
+        self._write(self._eval, {k: v for k, v in results.items() if isinstance(v, (int, float))})
+
+    def on_train_end(self, logs=None):
+        self._train.flush()
+        self._eval.flush()
+
+
+class ResumeCheckpoint(keras.callbacks.Callback):
+    """Saves model + optimizer + finished epochs at each epoch end; `restore()` picks them up.
+
+    A rerun of the same command calls `restore()` before `fit` and passes the
+    returned epoch as `initial_epoch`, so it continues after the last
+    finished epoch (steps of an unfinished epoch are redone).
+
+    Args:
+        output_dir: the run's folder; the state lives in ``output_dir/resume``.
+        model: the compiled model (its optimizer must exist).
+        max_to_keep: checkpoints kept.
+    """
+
+    def __init__(self, output_dir: str, model: keras.Model, max_to_keep: int = 1):
+        super().__init__()
+        self.directory = os.path.join(output_dir, RESUME_DIR)
+        self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="finished_epochs")
+        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch)
+        self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=max_to_keep)
+
+    def restore(self) -> int:
+        """Restores the latest state (if any) and returns the number of finished epochs."""
+        latest = self._manager.latest_checkpoint
+        if not latest:
+            return 0
+        # The optimizer's slots exist only after it is built.
+        self.model_optimizer_build()
+        self._checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("Resuming from %s: %d epoch(s) done, optimizer step %d.", latest,
+                     int(self.epoch.numpy()), int(self._checkpoint.optimizer.iterations.numpy()))
+        return int(self.epoch.numpy())
+
+    def model_optimizer_build(self) -> None:
+        model = self._checkpoint.model
+        if not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch.assign(epoch + 1)
+        self._manager.save(checkpoint_number=epoch + 1)
+
+
+class BestOnDev(keras.callbacks.Callback):
+    """After each epoch: evaluates dev, logs the results, and saves the model when the selection metric improves.
+
+    The best value survives restarts in ``output_dir/best_dev.json``.
+
+    Args:
+        evaluate: model -> dict of metrics on dev.
+        metric: the key to maximise (pearson, matthew_corr, accuracy, f1...).
+        save: model -> None, writes the fine-tuned model to output_dir.
+        output_dir: where best_dev.json lives.
+        summaries: optional `ScalarSummaries` to record dev results.
+    """
+
+    def __init__(self, evaluate: Callable[[keras.Model], Dict[str, float]], metric: str,
+                 save: Callable[[keras.Model], None], output_dir: str,
+                 summaries: Optional[ScalarSummaries] = None):
+        super().__init__()
+        self.evaluate = evaluate
+        self.metric = metric
+        self.save = save
+        self.path = os.path.join(output_dir, BEST_STATE_FILE)
+        self.summaries = summaries
+        self.best: Optional[Dict[str, float]] = None
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                self.best = json.load(f)
+
+    def on_epoch_end(self, epoch, logs=None):
+        results = self.evaluate(self.model)
+        if self.metric not in results:
+            raise KeyError(f"Dev results have no selection metric {self.metric!r}: {sorted(results)}")
+        if self.summaries is not None:
+            self.summaries.write_eval(results)
+        value = float(results[self.metric])
+        best = None if self.best is None else float(self.best[self.metric])
+        improved = best is None or value > best or (math.isnan(best) and not math.isnan(value))
+        logging.info("Epoch %d dev: %s%s", epoch + 1,
+                     ", ".join(f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}"
+                               for k, v in sorted(results.items())),
+                     " (best so far: saved)" if improved else f" (best {self.metric} {best:.4f} kept)")
+        if improved:
+            self.save(self.model)
+            self.best = {**{k: float(v) for k, v in results.items() if isinstance(v, (int, float))},
+                         "epoch": epoch + 1}
+            with atomic_write(self.path, "w") as f:
+                json.dump(self.best, f, indent=1, sort_keys=True)

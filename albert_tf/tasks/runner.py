@@ -1,0 +1,350 @@
+"""Fine-tuning driver shared by albert-finetune, albert-demo and the benchmark.
+
+`run_finetuning(FinetuneOptions(...))` reads the task's splits, builds and
+compiles the task model inside `strategy.scope()`, trains with `model.fit`
+(progress line, TensorBoard scalars, resume state, best-on-dev model) and
+writes the results:
+
+    output_dir/
+      albert_config.json, model.weights.safetensors, task_config.json, spm.model
+                                   the fine-tuned model (best on dev), read by
+                                   albert_tf.load_task_model / load_checkpoint /
+                                   albert-export as it is
+      eval_results.txt             ``key = value`` lines (--do_eval)
+      test_results.tsv, ...        the task's prediction files (--do_predict)
+      best_dev.json, resume/, train/, eval/   run state and summaries
+
+Running the same options again after an interruption resumes after the last
+finished epoch; a finished run is not trained again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Any, Dict, Optional
+
+from absl import logging
+
+from albert_tf.tasks.base import FinetuneTask, TaskOptions
+
+RUN_STATE_FILE = "finetune_run.json"
+EVAL_RESULTS_FILE = "eval_results.txt"
+
+
+@dataclasses.dataclass
+class FinetuneOptions:
+    """Everything one fine-tuning run needs (albert-finetune's flags).
+
+    Attributes:
+        task: "glue/sst-2", "csv", "squad_v1", "squad_v2", "race", "tagging", ...
+        data_dir: the task's files.
+        output_dir: where the model and results go.
+        init_checkpoint: pretrained weights (anything load_checkpoint reads).
+        albert_config_file: albert_config.json for random initialisation.
+        config: an `AlbertConfig` instead of albert_config_file (Python use).
+        task_options: reader/model settings (`TaskOptions`).
+        train_batch_size / eval_batch_size: global batch sizes.
+        learning_rate / num_train_epochs / warmup_proportion / weight_decay_rate:
+            AdamW and its linear warmup + linear decay schedule.
+        layerwise_lr_decay: per-layer learning-rate factor from the top, or None.
+        steps_per_epoch: steps per Keras epoch (checkpoint/dev interval);
+            None = one pass over the training data.
+        strategy / tpu / num_gpus: `albert_tf.runtime.get_strategy` arguments.
+        mixed_precision: auto, float32, bfloat16 or float16.
+        do_train / do_eval / do_predict: what to run.
+        seed: head initialisation, dropout and data order.
+        log_steps: progress line and summary interval.
+    """
+
+    task: str
+    data_dir: str
+    output_dir: str
+    init_checkpoint: Optional[str] = None
+    albert_config_file: Optional[str] = None
+    config: Any = None
+    task_options: TaskOptions = dataclasses.field(default_factory=TaskOptions)
+    train_batch_size: int = 32
+    eval_batch_size: int = 64
+    learning_rate: float = 3e-5
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    weight_decay_rate: float = 0.01
+    layerwise_lr_decay: Optional[float] = None
+    steps_per_epoch: Optional[int] = None
+    strategy: str = "default"
+    tpu: Optional[str] = None
+    num_gpus: Optional[int] = None
+    mixed_precision: str = "auto"
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    seed: int = 12345
+    log_steps: int = 50
+
+    def validate(self) -> None:
+        """Raises ValueError naming the flag for inconsistent options."""
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("Nothing to do: give --do_train, --do_eval and/or --do_predict.")
+        if not self.output_dir:
+            raise ValueError("--output_dir is required.")
+        if not self.data_dir:
+            raise ValueError("--data_dir is required.")
+        if not os.path.isdir(self.data_dir):
+            raise FileNotFoundError(f"--data_dir={self.data_dir!r} is not a folder.")
+        if self.do_train and sum(bool(x) for x in (self.init_checkpoint, self.albert_config_file,
+                                                   self.config)) != 1:
+            raise ValueError(
+                "Training needs exactly one of --init_checkpoint (pretrained weights) and "
+                f"--albert_config_file (random init); got init_checkpoint={self.init_checkpoint!r}, "
+                f"albert_config_file={self.albert_config_file!r}.")
+        for name in ("train_batch_size", "eval_batch_size", "log_steps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"--{name} must be positive, got {getattr(self, name)!r}.")
+        if self.learning_rate <= 0:
+            raise ValueError(f"--learning_rate must be positive, got {self.learning_rate!r}.")
+        if self.num_train_epochs <= 0:
+            raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs!r}.")
+        if not 0.0 <= self.warmup_proportion < 1.0:
+            raise ValueError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion!r}.")
+        if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
+            raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
+        if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
+            raise ValueError(f"--steps_per_epoch must be positive, got {self.steps_per_epoch!r}.")
+        if self.task_options.max_seq_length < 8:
+            raise ValueError(f"--max_seq_length must be at least 8, got {self.task_options.max_seq_length!r}.")
+
+
+# ------------------------------------------------------------------ helpers
+def find_spm_model(options: FinetuneOptions) -> str:
+    """The SentencePiece model: --spm_model_file, else spm.model beside the checkpoint or in output_dir."""
+    from albert_tf.checkpoints import SPM_MODEL_FILENAME
+
+    given = options.task_options.spm_model_file
+    if given:
+        if not os.path.exists(given):
+            raise FileNotFoundError(f"--spm_model_file={given!r} does not exist.")
+        return given
+    candidates = []
+    if options.init_checkpoint:
+        folder = options.init_checkpoint if os.path.isdir(options.init_checkpoint) else os.path.dirname(
+            options.init_checkpoint)
+        candidates.append(os.path.join(folder, SPM_MODEL_FILENAME))
+    candidates.append(os.path.join(options.output_dir, SPM_MODEL_FILENAME))
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"No SentencePiece model: give --spm_model_file (looked for {', '.join(map(repr, candidates))}).")
+
+
+def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
+    """Steps of the run as the original counts them, split into Keras epochs.
+
+    ``total = int(num_examples / batch * epochs)`` (at least 1), warmup =
+    ``int(total * warmup_proportion)``; the run is cut into
+    ``ceil(total / steps_per_epoch)`` Keras epochs of equal length.
+
+    Example:
+    >>> o = FinetuneOptions("csv", "d", "o", num_train_epochs=3, train_batch_size=32)
+    >>> training_schedule(1000, o)
+    {'total_steps': 93, 'warmup_steps': 9, 'epochs': 3, 'steps_per_epoch': 31}
+    """
+    if num_examples <= 0:
+        raise ValueError(f"The training split of --data_dir={options.data_dir!r} has no examples.")
+    total = max(1, int(num_examples / options.train_batch_size * options.num_train_epochs))
+    per_epoch = options.steps_per_epoch or max(1, math.ceil(num_examples / options.train_batch_size))
+    epochs = max(1, math.ceil(total / per_epoch))
+    per_epoch = math.ceil(total / epochs)
+    return {"total_steps": epochs * per_epoch, "warmup_steps": int(epochs * per_epoch * options.warmup_proportion),
+            "epochs": epochs, "steps_per_epoch": per_epoch}
+
+
+def _make_optimizer(options: FinetuneOptions, schedule, model):
+    """The original's AdamW (no bias correction, its exclusions), with layer-wise decay when asked."""
+    try:
+        from albert_tf import optimizers
+    except ImportError:
+        optimizers = None
+    if optimizers is not None and hasattr(optimizers, "adamw"):
+        kwargs = {"weight_decay_rate": options.weight_decay_rate}
+        if options.layerwise_lr_decay is not None:
+            kwargs.update(layerwise_lr_decay=options.layerwise_lr_decay, model=model)
+        return optimizers.adamw(schedule, **kwargs)
+    if options.layerwise_lr_decay is not None:
+        raise ValueError("--layerwise_lr_decay needs albert_tf.optimizers.adamw, which this install lacks.")
+    from albert_tf.optimization import create_optimizer
+
+    return create_optimizer("adamw", schedule, weight_decay_rate=options.weight_decay_rate)
+
+
+def write_eval_results(path: str, results: Dict[str, Any]) -> None:
+    """``key = value`` lines, sorted (the original's eval_results.txt)."""
+    from pipelines.fileio import atomic_write
+
+    with atomic_write(path, "w") as f:
+        for key in sorted(results):
+            f.write(f"{key} = {results[key]}\n")
+
+
+def read_eval_results(path: str) -> Dict[str, float]:
+    """Parses eval_results.txt back into floats (non-numbers stay strings)."""
+    results: Dict[str, Any] = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if " = " in line:
+                key, value = line.rstrip("\n").split(" = ", 1)
+                try:
+                    results[key] = float(value)
+                except ValueError:
+                    results[key] = value
+    return results
+
+
+def _check_run_state(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[str, int]) -> None:
+    """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
+    from pipelines.fileio import atomic_write
+
+    state = {"task": task.name, "init_checkpoint": options.init_checkpoint,
+             "albert_config_file": options.albert_config_file, "train_batch_size": options.train_batch_size,
+             "learning_rate": options.learning_rate, "max_seq_length": options.task_options.max_seq_length,
+             **schedule}
+    path = os.path.join(options.output_dir, RUN_STATE_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            previous = json.load(f)
+        diff = {k: (previous.get(k), v) for k, v in state.items() if previous.get(k) != v}
+        if diff:
+            raise ValueError(
+                f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "
+                f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in sorted(diff.items()))}); "
+                "use a new --output_dir or the same flags to resume.")
+        return
+    with atomic_write(path, "w") as f:
+        json.dump(state, f, indent=1, sort_keys=True)
+
+
+def _model_config(options: FinetuneOptions):
+    from albert_tf.config import AlbertConfig
+
+    if options.config is not None:
+        return options.config
+    if options.albert_config_file:
+        if not os.path.exists(options.albert_config_file):
+            raise FileNotFoundError(f"--albert_config_file={options.albert_config_file!r} does not exist.")
+        return AlbertConfig.from_json_file(options.albert_config_file)
+    return None
+
+
+# ------------------------------------------------------------------ stages
+def _train(task, options, strategy, train_data, dev_data, spm_model_file) -> Any:
+    import keras
+
+    import albert_tf
+    from albert_tf.optimization import WarmupPolynomialDecay
+    from albert_tf.tasks import callbacks as cb
+
+    schedule = training_schedule(task.num_examples(train_data), options)
+    _check_run_state(options, task, schedule)
+    logging.info("Training %s on %d examples: %d steps (%d epoch(s) x %d), %d warmup, batch %d, %d replica(s).",
+                 task.name, task.num_examples(train_data), schedule["total_steps"], schedule["epochs"],
+                 schedule["steps_per_epoch"], schedule["warmup_steps"], options.train_batch_size,
+                 strategy.num_replicas_in_sync)
+    with strategy.scope():
+        model = task.build_model(_model_config(options), options.init_checkpoint, train_data)
+        lr = WarmupPolynomialDecay(options.learning_rate, decay_steps=schedule["total_steps"],
+                                   warmup_steps=schedule["warmup_steps"])
+        model.compile(optimizer=_make_optimizer(options, lr, model), loss=task.loss(),
+                      metrics=task.compile_metrics())
+        resume = cb.ResumeCheckpoint(options.output_dir, model)
+        initial_epoch = resume.restore()
+
+    def save(m):
+        albert_tf.save_task_model(m, options.output_dir, spm_model_file=spm_model_file)
+
+    summaries = cb.ScalarSummaries(options.output_dir, options.log_steps)
+    callbacks = [cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
+    if dev_data is not None:
+        callbacks.append(cb.BestOnDev(lambda m: task.evaluate(m, dev_data, options.eval_batch_size),
+                                      task.selection_metric, save, options.output_dir, summaries))
+    callbacks.append(resume)  # after BestOnDev: an epoch counts as done once its best model is saved
+    if initial_epoch >= schedule["epochs"]:
+        logging.info("Training already finished (%d epochs) in %s.", initial_epoch, options.output_dir)
+    else:
+        dataset = task.train_dataset(train_data, options.train_batch_size, options.seed)
+        started = time.time()
+        model.fit(dataset, epochs=schedule["epochs"], steps_per_epoch=schedule["steps_per_epoch"],
+                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=0, shuffle=False)
+        logging.info("Training took %.1f s.", time.time() - started)
+    if dev_data is None:
+        save(model)  # no dev split to choose by: the last weights
+        return model
+    return albert_tf.load_task_model(options.output_dir)  # the best on dev
+
+
+def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None) -> Dict[str, Any]:
+    """Trains, evaluates and/or predicts as `options` says.
+
+    Args:
+        options: `FinetuneOptions`.
+        task: a ready `FinetuneTask` (default: `get_task(options.task, ...)`).
+
+    Returns:
+        dict with "model" (the fine-tuned Keras model), "eval_results" (dict,
+        with --do_eval), "prediction_files" (with --do_predict).
+    """
+    import keras
+
+    import albert_tf
+    from albert_tf import runtime
+    from albert_tf.tasks.registry import get_task
+
+    options.validate()
+    os.makedirs(options.output_dir, exist_ok=True)
+    task_options = options.task_options
+    task_options.spm_model_file = find_spm_model(options)
+    task = task or get_task(options.task, task_options)
+    # Seed before building any tokenizer (tf-keras-notes: seeding afterwards
+    # invalidates SentencePiece kernels).
+    keras.utils.set_random_seed(options.seed)
+    precision = runtime.resolve_mixed_precision(options.mixed_precision)
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(runtime.dtype_policy_name(precision))
+    try:
+        strategy = runtime.get_strategy(options.strategy, tpu=options.tpu, num_gpus=options.num_gpus)
+        logging.info("Task %s, %s, strategy %s (%d replica(s)).", task.name, precision, options.strategy,
+                     strategy.num_replicas_in_sync)
+        train_data = task.read(options.data_dir, "train") if options.do_train else None
+        dev_data = task.read(options.data_dir, "dev") if (options.do_eval or options.do_train) else None
+        if options.do_eval and dev_data is None:
+            raise FileNotFoundError(f"--do_eval: no dev split in --data_dir={options.data_dir!r}.")
+        test_data = None
+        if options.do_predict:
+            test_data = task.read(options.data_dir, "test")
+            if test_data is None:
+                logging.info("No test split in %s: predicting the dev split.", options.data_dir)
+                test_data = dev_data if dev_data is not None else task.read(options.data_dir, "dev")
+                if test_data is None:
+                    raise FileNotFoundError(f"--do_predict: no test or dev split in --data_dir={options.data_dir!r}.")
+        if options.do_train:
+            model = _train(task, options, strategy, train_data, dev_data, task_options.spm_model_file)
+        else:
+            with strategy.scope():
+                model = albert_tf.load_task_model(options.output_dir)
+        result: Dict[str, Any] = {"model": model, "task": task}
+        if options.do_eval:
+            results = task.evaluate(model, dev_data, options.eval_batch_size)
+            write_eval_results(os.path.join(options.output_dir, EVAL_RESULTS_FILE), results)
+            logging.info("Dev results (%s): %s", EVAL_RESULTS_FILE,
+                         ", ".join(f"{k} = {v}" for k, v in sorted(results.items())))
+            result["eval_results"] = results
+        if options.do_predict:
+            files = task.predict(model, test_data, options.eval_batch_size, options.output_dir)
+            logging.info("Predictions written: %s", ", ".join(files))
+            result["prediction_files"] = files
+        return result
+    finally:
+        keras.config.set_dtype_policy(previous_policy)

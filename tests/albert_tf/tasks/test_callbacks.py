@@ -1,0 +1,94 @@
+"""Fine-tuning callbacks on a tiny Keras model: progress, summaries, resume, best-on-dev."""
+
+import glob
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.tasks import callbacks as cb
+
+
+def _model(seed=0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    return model
+
+
+def _data():
+    x = np.arange(24, dtype=np.float32).reshape(8, 3) / 24.0
+    return x, x.sum(axis=1, keepdims=True)
+
+
+def test_format_duration():
+    assert cb.format_duration(0) == "0:00"
+    assert cb.format_duration(59.6) == "1:00"
+    assert cb.format_duration(3600 * 2 + 61) == "2:01:01"
+
+
+def test_progress_line_has_step_rate_and_eta(monkeypatch):
+    lines = []
+    monkeypatch.setattr(logging, "info", lambda fmt, *args: lines.append(fmt % args))
+    model = _model()
+    x, y = _data()
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0,
+              callbacks=[cb.ProgressLogger(total_steps=4, batch_size=2, log_steps=2)])
+    progress = [line for line in lines if line.startswith("step ")]
+    assert [line.split()[1] for line in progress] == ["2/4", "4/4"]
+    assert "steps/s" in progress[0] and "examples/s" in progress[0] and "ETA" in progress[0]
+    assert "loss" in progress[0]
+
+
+def test_scalar_summaries_are_tensorboard_events(tmp_path):
+    model = _model()
+    x, y = _data()
+    summaries = cb.ScalarSummaries(str(tmp_path), log_steps=2)
+    model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[summaries])
+    summaries.write_eval({"accuracy": 0.5})
+    tags = {}
+    for path in glob.glob(str(tmp_path / "train" / "events*")) + glob.glob(str(tmp_path / "eval" / "events*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                tags.setdefault(value.tag, []).append(event.step)
+                assert value.metadata.plugin_data.plugin_name == "scalars"
+    assert tags["loss"] == [2, 4] and tags["learning_rate"] == [2, 4]
+    assert tags["accuracy"] == [4]
+
+
+def test_resume_restores_weights_optimizer_and_epoch(tmp_path):
+    x, y = _data()
+    first = _model(seed=0)
+    resume = cb.ResumeCheckpoint(str(tmp_path), first)
+    assert resume.restore() == 0
+    first.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[resume])
+    second = _model(seed=1)
+    epochs_done = cb.ResumeCheckpoint(str(tmp_path), second).restore()
+    assert epochs_done == 2
+    assert int(second.optimizer.iterations.numpy()) == 4
+    for a, b in zip(first.weights, second.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(first.optimizer.variables, second.optimizer.variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_best_on_dev_saves_only_improvements_and_survives_restarts(tmp_path):
+    scores = iter([0.5, 0.4, 0.7])
+    saved = []
+    model = _model()
+    best = cb.BestOnDev(lambda m: {"accuracy": next(scores)}, "accuracy",
+                        lambda m: saved.append(True), str(tmp_path))
+    best.set_model(model)
+    for epoch in range(3):
+        best.on_epoch_end(epoch)
+    assert len(saved) == 2  # epochs 1 and 3
+    with open(tmp_path / cb.BEST_STATE_FILE) as f:
+        assert json.load(f) == {"accuracy": 0.7, "epoch": 3}
+    restarted = cb.BestOnDev(lambda m: {"accuracy": 0.6}, "accuracy", lambda m: saved.append(True),
+                             str(tmp_path))
+    restarted.set_model(model)
+    restarted.on_epoch_end(3)
+    assert len(saved) == 2  # 0.6 < 0.7 remembered from the file
