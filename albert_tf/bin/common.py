@@ -233,6 +233,23 @@ def _one_line(error: BaseException) -> str:
     return message or type(error).__name__
 
 
+def flag_named_in(message: str) -> str | None:
+    """The flag whose value the message quotes (the longest such value), if any.
+
+    Library errors name the file or value they failed on; the user typed a
+    flag, so the binaries put the flag's name in front.
+    """
+    best, best_length = None, 0
+    for name in FLAGS:
+        flag = FLAGS[name]
+        if flag.name != name or flag.using_default_value or not isinstance(flag.value, str):
+            continue
+        value = flag.value
+        if len(value) >= 2 and value in message and len(value) > best_length:
+            best, best_length = name, len(value)
+    return best
+
+
 def library_error_types() -> tuple[type[BaseException], ...]:
     """Exceptions the binaries report in one line: bad values, files, ops, training.
 
@@ -295,7 +312,11 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             raise
         except library_error_types() as error:
             logging.debug("%s failed", name, exc_info=True)  # the traceback with --verbosity=1
-            sys.stderr.write(f"{name}: {_one_line(error)}\n")
+            message = _one_line(error)
+            flag_name = flag_named_in(message)
+            if flag_name and f"--{flag_name}" not in message:
+                message = f"--{flag_name}: {message}"
+            sys.stderr.write(f"{name}: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
 
