@@ -52,7 +52,20 @@ _ORIGINAL_NON_MODEL = re.compile(r"(^global_step$|/adam_[mv]$|/lamb_[mv]$|^good_
 # ----------------------------------------------------------------------- names
 def original_variable_map(model: AlbertPretrainer) -> Dict[str, "tf.Variable"]:
     """Canonical (original checkpoint) name -> variable of a built pretrainer."""
-    enc = model.encoder
+    names = encoder_variable_map(model.encoder)
+    mlm = model.mlm_head
+    names["cls/predictions/transform/dense/kernel"] = mlm.transform.kernel
+    names["cls/predictions/transform/dense/bias"] = mlm.transform.bias
+    names["cls/predictions/transform/LayerNorm/gamma"] = mlm.layer_norm.gamma
+    names["cls/predictions/transform/LayerNorm/beta"] = mlm.layer_norm.beta
+    names["cls/predictions/output_bias"] = mlm.output_bias
+    names["cls/seq_relationship/output_weights"] = model.sop_head.output_weights
+    names["cls/seq_relationship/output_bias"] = model.sop_head.output_bias
+    return names
+
+
+def encoder_variable_map(enc) -> Dict[str, "tf.Variable"]:
+    """Canonical name -> variable of a built `AlbertEncoder` (the `bert/` names)."""
     emb = enc.embeddings
     names: Dict[str, tf.Variable] = {
         "bert/embeddings/word_embeddings": emb.word_embeddings,
@@ -87,14 +100,6 @@ def original_variable_map(model: AlbertPretrainer) -> Dict[str, "tf.Variable"]:
             names[f"{base}/LayerNorm_1/beta"] = ffn.layer_norm.beta
     names["bert/pooler/dense/kernel"] = enc.pooler.kernel
     names["bert/pooler/dense/bias"] = enc.pooler.bias
-    mlm = model.mlm_head
-    names["cls/predictions/transform/dense/kernel"] = mlm.transform.kernel
-    names["cls/predictions/transform/dense/bias"] = mlm.transform.bias
-    names["cls/predictions/transform/LayerNorm/gamma"] = mlm.layer_norm.gamma
-    names["cls/predictions/transform/LayerNorm/beta"] = mlm.layer_norm.beta
-    names["cls/predictions/output_bias"] = mlm.output_bias
-    names["cls/seq_relationship/output_weights"] = model.sop_head.output_weights
-    names["cls/seq_relationship/output_bias"] = model.sop_head.output_bias
     return names
 
 
@@ -184,13 +189,12 @@ def config_from_hf(hf: Mapping) -> AlbertConfig:
     position_type = hf.get("position_embedding_type", "absolute")
     if position_type != "absolute":
         raise ValueError(f"Unsupported position_embedding_type {position_type!r}; only 'absolute' exists in ALBERT.")
-    eps = hf.get("layer_norm_eps", 1e-12)
-    if abs(eps - 1e-12) > 1e-15:
-        logging.warning("config.json has layer_norm_eps=%g; this implementation uses the original's 1e-12.", eps)
-    # Hugging Face uses the original's field names, except for the activation.
+    # Hugging Face uses the original's field names (and our layer_norm_eps),
+    # except for the activation. Its defaults differ from the original's
+    # (hidden_size 4096, ...), so required fields must be present.
     keys = [f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("hidden_act", "sharing")]
     values = {k: hf[k] for k in keys if k in hf}
-    return AlbertConfig(hidden_act=_HF_ACTIVATIONS[act], **values)
+    return AlbertConfig.from_dict({**values, "hidden_act": _HF_ACTIVATIONS[act]})
 
 
 def _hf_to_original_name(key: str) -> Optional[Tuple[str, bool]]:

@@ -146,6 +146,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
             DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY),
         global_clipnorm: float | None = None,
         name: str | None = None,
+        lr_multipliers: dict | None = None,
         **kwargs,
     ):
         for key in ("weight_decay", "clipnorm", "clipvalue",
@@ -167,6 +168,10 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         # Set after super().__init__ so that Keras's own pre-all-reduce
         # clipping stays off (see _clip_gradients).
         self.global_clipnorm = global_clipnorm
+        # Variable path -> factor on the learning rate (layer-wise decay).
+        self.lr_multipliers = (
+            {str(k): float(v) for k, v in lr_multipliers.items()}
+            if lr_multipliers else None)
 
     def _layer_adaptation_exclusions(self):
         return None
@@ -180,8 +185,11 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         # update_step() receives tf.Variables without `.path`: decide per index.
         self._decay_flags = []
         self._adapt_flags = []
+        self._lr_factors = []
         for var in var_list:
             name = _variable_name(var)
+            self._lr_factors.append(
+                (self.lr_multipliers or {}).get(name, 1.0))
             self._decay_flags.append(
                 self.weight_decay_rate > 0
                 and not _matches_any(name, self.exclude_from_weight_decay))
@@ -221,6 +229,8 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         v = self._adam_v[index]
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
+        if self._lr_factors[index] != 1.0:
+            lr = lr * self._lr_factors[index]
         if isinstance(gradient, tf.IndexedSlices):
             gradient = tf.convert_to_tensor(gradient)
         g = tf.cast(gradient, dtype)
@@ -255,6 +265,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
             "epsilon": self.epsilon,
             "exclude_from_weight_decay": self.exclude_from_weight_decay,
             "global_clipnorm": self.global_clipnorm,
+            "lr_multipliers": self.lr_multipliers,
         })
         for key in ("weight_decay", "clipnorm", "clipvalue",
                     "gradient_accumulation_steps"):
@@ -280,6 +291,8 @@ class AdamWeightDecay(_AlbertAdamBase):
         global_clipnorm: clip the all-reduced gradients to this global norm
             (None: no clipping).
         name: optimizer name.
+        lr_multipliers: variable path -> factor on the learning rate (see
+            `layerwise_lr_multipliers`); other variables get 1.
         **kwargs: other `keras.optimizers.Optimizer` arguments (not
             weight_decay / clipnorm / clipvalue / gradient_accumulation_steps).
 
@@ -404,3 +417,68 @@ def create_optimizer(
         epsilon=epsilon,
         global_clipnorm=global_clipnorm,
     )
+
+
+def layerwise_depths(model) -> tuple[dict, int]:
+    """The depth of every trainable variable for layer-wise learning-rate decay.
+
+    Depth counts parameter *sets* along the stack, not applications of them,
+    so that sharing does not multiply the decay:
+
+    * 0: the embeddings (word, position, type tables, their LayerNorm) and
+      the E -> H projection;
+    * 1 .. P: the transformer, where P = max(attention groups, FFN groups):
+      G for sharing "all" (the original: P = 1, the whole shared layer is
+      depth 1), L for "none", "attention" and "ffn". A parameter group used
+      by layers S has the level of the last layer in S (mapped to 1..P), so
+      a group shared across every layer sits at the top of the stack;
+    * P + 1: everything else: the pooler and the task head.
+
+    Args:
+        model: a model with an `.encoder` (AlbertEncoder), or the encoder.
+
+    Returns:
+        ({variable path: depth}, P + 1 = the head's depth).
+    """
+    from albert_tf.layers.transformer_stack import group_for_layer
+
+    encoder = getattr(model, "encoder", model)
+    config = encoder.config
+    num_layers = config.num_hidden_layers
+    stack = encoder.transformer
+    levels = max(len(stack.attention_groups), len(stack.ffn_groups))
+    top = levels + 1
+    depths = {_variable_name(v): top for v in model.trainable_variables}
+    bottom = list(encoder.embeddings.trainable_variables)
+    if encoder.embedding_projection is not None:
+        bottom += list(encoder.embedding_projection.trainable_variables)
+    for var in bottom:
+        depths[_variable_name(var)] = 0
+    for groups in (stack.attention_groups, stack.ffn_groups):
+        for g, group in enumerate(groups):
+            last = max(layer for layer in range(num_layers)
+                       if group_for_layer(layer, num_layers, len(groups)) == g)
+            level = 1 + (last * levels) // num_layers
+            for block in group:
+                for var in block.trainable_variables:
+                    depths[_variable_name(var)] = level
+    return depths, top
+
+
+def layerwise_lr_multipliers(model, decay: float) -> dict:
+    """{variable path: decay ** (head depth - depth)} (see `layerwise_depths`).
+
+    The head gets the full rate; with the original all-shared ALBERT the
+    shared transformer layer gets `decay` and the embeddings `decay ** 2`.
+
+    Example:
+    >>> import albert_tf
+    >>> clf = albert_tf.AlbertClassifier(albert_tf.AlbertConfig.tiny(), num_classes=2)
+    >>> m = layerwise_lr_multipliers(clf, 0.5)
+    >>> sorted(set(m.values()))
+    [0.25, 0.5, 1.0]
+    """
+    if not 0.0 < float(decay) <= 1.0:
+        raise ValueError(f"layerwise_lr_decay must be in (0, 1], got {decay!r}.")
+    depths, top = layerwise_depths(model)
+    return {name: float(decay) ** (top - depth) for name, depth in depths.items()}

@@ -1,0 +1,92 @@
+"""AlbertClassifier: sentence (pair) classification and regression."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+from albert_tf.models.task_model import OutputProjection, TaskModel
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class AlbertClassifier(TaskModel):
+    """ALBERT with the original run_classifier head.
+
+    `logits = dropout(pooled_output) @ output_weights^T + output_bias`
+    (output_weights [num_classes, H]). Inputs: a dict of id tensors
+    (input_ids, input_mask, segment_ids), a tf.string tensor [B], a tuple
+    (text, text_pair), or a dict {"text", "text_pair"}. Output: logits
+    [B, num_classes], float32 even under mixed precision.
+
+    The default loss (`compile()` without `loss=`) is the original's:
+    softmax cross-entropy against integer labels [B], or for
+    `num_classes=1` (regression, e.g. STS-B) the squared error against float
+    labels, averaged over the global batch.
+
+    Args:
+        config: an `AlbertConfig`.
+        num_classes: number of labels; 1 means regression.
+        preprocessor: an `AlbertTextPreprocessor` for string inputs.
+        label_names: optional names of the labels (saved with the model).
+        dropout_rate: dropout on the pooled output (the original: 0.1).
+        **kwargs: passed to `keras.Model`.
+
+    Example:
+    >>> import albert_tf
+    >>> clf = albert_tf.AlbertClassifier(albert_tf.AlbertConfig.tiny(), num_classes=3)
+    >>> clf({"input_ids": tf.constant([[2, 17, 43, 3]])}).shape
+    TensorShape([1, 3])
+    """
+
+    task_type = "classification"
+    init_arguments = ("num_classes", "label_names", "dropout_rate")
+
+    def __init__(self, config: AlbertConfig, num_classes: int, *,
+                 preprocessor: Optional[AlbertTextPreprocessor] = None,
+                 label_names: Optional[Sequence[str]] = None, dropout_rate: float = 0.1, **kwargs):
+        kwargs.setdefault("name", "albert_classifier")
+        super().__init__(config, preprocessor=preprocessor, **kwargs)
+        if int(num_classes) < 1:
+            raise ValueError(f"num_classes must be >= 1 (1 = regression), got {num_classes!r}.")
+        if label_names is not None and len(label_names) != int(num_classes) and int(num_classes) > 1:
+            raise ValueError(f"label_names has {len(label_names)} names but num_classes is {num_classes}: "
+                             f"{list(label_names)!r}.")
+        self.num_classes = int(num_classes)
+        self.label_names = list(label_names) if label_names is not None else None
+        self.dropout_rate = float(dropout_rate)
+        self.dropout = keras.layers.Dropout(self.dropout_rate, dtype=self.dtype_policy)
+        self.head = OutputProjection(self.num_classes, config.initializer_range, name="classifier",
+                                     dtype=self.dtype_policy)
+        self._build_with_dummy()
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_classes == 1
+
+    def _head(self, features, outputs, training):
+        pooled = self.dropout(outputs["pooled_output"], training=training)
+        return tf.cast(self.head(pooled), tf.float32)
+
+    def loss_terms(self, x, y, y_pred, sample_weight=None):
+        logits = tf.cast(y_pred, tf.float32)
+        if self.is_regression:
+            target = tf.reshape(tf.cast(y, tf.float32), [-1])
+            per_example = tf.square(logits[:, 0] - target)
+        else:
+            labels = tf.reshape(tf.cast(y, tf.int32), [-1])
+            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        if sample_weight is not None:
+            per_example = per_example * tf.reshape(tf.cast(sample_weight, tf.float32), [-1])
+        return tf.reduce_sum(per_example), tf.cast(tf.shape(per_example)[0], tf.float32)
+
+    def _task_args(self) -> dict:
+        return {"num_classes": self.num_classes, "label_names": self.label_names,
+                "dropout_rate": self.dropout_rate}
+
+    def head_variable_map(self) -> Dict[str, tf.Variable]:
+        # The original run_classifier's variable names.
+        return {"output_weights": self.head.output_weights, "output_bias": self.head.output_bias}
