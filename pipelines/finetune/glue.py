@@ -15,7 +15,7 @@ other missing column is an error naming the file and line.
 Example:
 
 >>> examples, label_names = read_glue("glue_data", "mrpc", "train")  # doctest: +SKIP
->>> label_names
+>>> label_names                                          # doctest: +SKIP
 ['0', '1']
 """
 
