@@ -1,0 +1,116 @@
+"""CoNLL reader, first-piece label alignment and the mapping back to words."""
+
+import os
+
+import numpy as np
+import pytest
+
+from pipelines.finetune import tagging
+from pipelines.finetune.sp_text import PieceText
+
+TRAIN = """-DOCSTART- -X- -X- O
+
+Kalo NNP B-PER
+Mitenser NNP I-PER
+visited VBD O
+Quavi NNP B-LOC
+
+Don NNP B-ORG
+"""
+
+
+def _write(path, text):
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def text(vocab):
+    return PieceText(vocab, do_lower_case=True)
+
+
+def test_read_conll_sentences_and_tags(tmp_path):
+    path = _write(os.path.join(str(tmp_path), "train.txt"), TRAIN)
+    sentences = tagging.read_conll(path)
+    assert [s.words for s in sentences] == [("Kalo", "Mitenser", "visited", "Quavi"), ("Don",)]
+    assert sentences[0].tags == ("B-PER", "I-PER", "O", "B-LOC")
+    assert sentences[0].source == f"{path}:3" and sentences[1].lines == (8,)
+    assert tagging.learn_tag_names(sentences) == ["B-LOC", "B-ORG", "B-PER", "I-PER", "O"]
+    assert tagging.find_conll_file(str(tmp_path), "train") == path
+
+
+def test_untagged_test_file(tmp_path):
+    path = _write(os.path.join(str(tmp_path), "test.txt"), "Kalo\nvisited\n\nDon\n")
+    sentences = tagging.read_conll(path)
+    assert [(s.words, s.tags) for s in sentences] == [(("Kalo", "visited"), None), (("Don",), None)]
+
+
+def test_reader_errors(tmp_path):
+    mixed = _write(os.path.join(str(tmp_path), "m.txt"), "Kalo B-PER\nvisited\n")
+    with pytest.raises(ValueError, match=f"{mixed}:2: expected 'word TAG' lines"):
+        tagging.read_conll(mixed)
+    empty = _write(os.path.join(str(tmp_path), "e.txt"), "\n-DOCSTART- O\n\n")
+    with pytest.raises(ValueError, match=f"{empty}: no sentences"):
+        tagging.read_conll(empty)
+
+
+def test_first_piece_carries_the_tag(tmp_path, text):
+    sentences = tagging.read_conll(_write(os.path.join(str(tmp_path), "t.txt"), TRAIN))
+    names = tagging.learn_tag_names(sentences)
+    features = tagging.convert_sentences_to_features(sentences, text, names, max_seq_length=32)
+    pieces = [text.encode_ids(w) for w in sentences[0].words]
+    assert all(len(p) >= 2 for p in pieces)  # every word has continuation pieces here
+    expected_ids = [2] + [i for p in pieces for i in p] + [3]
+    row = features.input_ids[0]
+    assert row[:len(expected_ids)].tolist() == expected_ids and (row[len(expected_ids):] == 0).all()
+    assert features.input_mask[0].sum() == len(expected_ids)
+    expected_labels = [-1]
+    for p, tag in zip(pieces, sentences[0].tags):
+        expected_labels += [names.index(tag)] + [-1] * (len(p) - 1)
+    expected_labels += [-1] * (32 - len(expected_labels))
+    assert features.label_ids[0].tolist() == expected_labels
+    starts = np.flatnonzero(features.word_index[0] >= 0)
+    assert features.word_index[0][starts].tolist() == [0, 1, 2, 3]
+    assert (features.label_ids[0] >= 0).sum() == 4
+
+
+def test_word_predictions_back_from_pieces(tmp_path, text):
+    sentences = tagging.read_conll(_write(os.path.join(str(tmp_path), "t.txt"), TRAIN))
+    names = tagging.learn_tag_names(sentences)
+    features = tagging.convert_sentences_to_features(sentences, text, names, max_seq_length=32)
+    # Predict the gold tag on first pieces and nonsense on every other piece:
+    # only first pieces may be read back.
+    predicted = np.where(features.label_ids >= 0, features.label_ids, names.index("B-ORG"))
+    words = features.word_predictions(predicted, names)
+    assert words == [list(s.tags) for s in sentences]
+    # Logits cut to the longest row of the batch still map back.
+    width = int(features.input_mask.sum(1).max())
+    assert features.word_predictions(predicted[:, :width], names) == words
+
+
+def test_truncation_cuts_words_and_predicts_o(tmp_path, text):
+    sentences = tagging.read_conll(_write(os.path.join(str(tmp_path), "t.txt"), TRAIN))
+    names = tagging.learn_tag_names(sentences)
+    first_two = len(text.encode_ids("Kalo")) + len(text.encode_ids("Mitenser"))
+    features = tagging.convert_sentences_to_features(sentences, text, names,
+                                                     max_seq_length=first_two + 2)
+    assert features.truncated_words == 2  # "visited" and "Quavi"
+    assert features.input_ids[0, first_two + 1] == 3  # [SEP] closes the cut sentence
+    words = features.word_predictions(np.maximum(features.label_ids, 0), names)
+    assert words[0] == ["B-PER", "I-PER", "O", "O"]
+
+
+def test_unknown_tag_names_file_and_line(tmp_path, text):
+    dev = _write(os.path.join(str(tmp_path), "dev.txt"), "Kalo B-PER\nvisited B-MISC\n")
+    with pytest.raises(ValueError, match=f"{dev}:2: tag 'B-MISC' is not in the training tag set"):
+        tagging.convert_sentences_to_features(tagging.read_conll(dev), text, ["B-PER", "O"], 16)
+
+
+def test_dataset(tmp_path, text):
+    sentences = tagging.read_conll(_write(os.path.join(str(tmp_path), "t.txt"), TRAIN))
+    names = tagging.learn_tag_names(sentences)
+    features = tagging.convert_sentences_to_features(sentences, text, names, 16)
+    x, y = next(iter(features.dataset(2, with_labels=True)))
+    assert sorted(x) == ["input_ids", "input_mask", "segment_ids"]
+    assert x["input_ids"].shape == (2, 16) and y.shape == (2, 16)
