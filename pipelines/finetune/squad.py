@@ -359,7 +359,8 @@ def _is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position:
     return span_index == best_index
 
 
-def _answer_pieces(example: SquadExample, alignment: ParagraphAlignment) -> Optional[Tuple[int, int]]:
+def _answer_pieces(example: SquadExample,
+                   alignment: ParagraphAlignment) -> Optional[Tuple[int, int]]:
     """First and last piece of the answer, or None when it is not in the context."""
     start = example.start_char
     end = start + len(example.answer_text) - 1
@@ -386,9 +387,11 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
         max_seq_length: window length T (padded to it).
         doc_stride: step between window starts, in pieces.
         max_query_length: question pieces kept.
-        is_training: compute answer positions (start = end = 0 for impossible
-            questions and windows without the answer); answers that are out of
-            range or do not match the context are skipped and counted.
+        is_training: training features: an answer that is out of range or does
+            not match the context at answer_start skips the example (counted).
+            Answer positions are computed whenever the example has an answer
+            (start = end = 0 for impossible questions, windows without the
+            answer and, outside training, answers that cannot be placed).
 
     Returns:
         SquadFeatures (skips logged).
@@ -414,13 +417,16 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
                          example.qas_id, 100 * MIN_ALIGNMENT_COVERAGE)
             continue
         answer = None
-        if is_training and not example.is_impossible:
+        if not example.is_impossible and example.answer_text is not None:
+            # Dev answers get positions too (an eval loss); only training skips a bad one.
             answer = _answer_pieces(example, alignment)
-            if answer is None:
+            if answer is None and is_training:
                 skipped_answer += 1
                 logging.warning("SQuAD %s: answer %r at %d does not match the context, skipped.",
                                 example.qas_id, example.answer_text, example.start_char)
                 continue
+        elif is_training and not example.is_impossible:
+            raise ValueError(f"SQuAD question {example.qas_id!r} has no answer for training.")
         query = text.encode_ids(example.question_text)[:max_query_length]
         _append_windows(rows, example_index, example.is_impossible, query, alignment, answer,
                         text, max_seq_length, doc_stride)
@@ -522,7 +528,8 @@ def _window_candidates(outputs: Mapping[str, np.ndarray], row: int, n_best_size:
         end_scores = outputs["end_top_log_probs"][row]
         for i in range(len(starts)):
             for j in range(ends.shape[-1]):
-                yield int(starts[i]), int(ends[i][j]), float(start_scores[i]), float(end_scores[i][j])
+                yield (int(starts[i]), int(ends[i][j]), float(start_scores[i]),
+                       float(end_scores[i][j]))
         return
     start_logits, end_logits = outputs["start_logits"][row], outputs["end_logits"][row]
     for s in _top_indexes(start_logits, n_best_size):
@@ -661,7 +668,8 @@ def apply_null_threshold(result: SquadPredictions, threshold: float) -> Dict[str
 
 
 def write_predictions(result: SquadPredictions, output_dir: str,
-                      predictions: Optional[Mapping[str, str]] = None, prefix: str = "") -> Dict[str, str]:
+                      predictions: Optional[Mapping[str, str]] = None,
+                      prefix: str = "") -> Dict[str, str]:
     """Writes <prefix>predictions.json (the official format: {id: answer}),
     <prefix>nbest_predictions.json and, for v2, <prefix>null_odds.json.
 

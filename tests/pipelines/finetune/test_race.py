@@ -9,7 +9,8 @@ from pipelines.finetune import race
 
 RECORD = {"id": "high1.txt", "article": "Tom has a red bike. He rides it to school.",
           "questions": ["Tom's bike is _.", "How does Tom go to school?"],
-          "options": [["red", "blue", "green", "black"], ["By bus", "By bike", "On foot", "By car"]],
+          "options": [["red", "blue", "green", "black"],
+                      ["By bus", "By bike", "On foot", "By car"]],
           "answers": ["A", "B"]}
 
 
