@@ -223,23 +223,21 @@ def _convert_index(index: List[Optional[int]], pos: int, m: Optional[int] = None
     return index[rear] - 1 if index[rear] > index[front] + 1 else index[front]
 
 
-def align_paragraph(context: str, text: PieceText) -> Optional[ParagraphAlignment]:
-    """Pieces of a context and the original's character alignment; None when the
-    alignment covers less than 80% of the characters (the original drops those)."""
-    pieces = text.encode_pieces(text.normalize(context))
-    chartok_to_tok, tok_start_to_chartok, tok_end_to_chartok = [], [], []
-    count = 0
-    for i, piece in enumerate(pieces):
-        surface = piece.replace(SPIECE_UNDERLINE, " ")
-        chartok_to_tok.extend([i] * len(surface))
-        tok_start_to_chartok.append(count)
-        count += len(surface)
-        tok_end_to_chartok.append(count - 1)
-    tok_text = "".join(pieces).replace(SPIECE_UNDERLINE, " ")
-    n, m = len(context), len(tok_text)
-    if n == 0 or m == 0:
+def _identity_alignment(orig: Sequence[str], tok_text: str):
+    """The common case, without the O(n * band) search: the pieces spell the
+    normalised characters after SentencePiece's leading space. The LCS then
+    matches character i to i + 1 (its back-pointers prefer the diagonal)."""
+    n = len(orig)
+    if len(tok_text) != n + 1 or tok_text[0] != " ":
         return None
-    orig = [text.normalize_char(c) for c in context]
+    if any(len(c) != 1 or c != tok_text[i + 1] for i, c in enumerate(orig)):
+        return None
+    return list(range(1, n + 1)), [None] + list(range(n)), float(n)
+
+
+def _lcs_alignment(orig: Sequence[str], tok_text: str):
+    """(orig_to_chartok, chartok_to_orig, score) from the original's banded LCS."""
+    n, m = len(orig), len(tok_text)
     max_dist = abs(n - m) + 5
     for _ in range(2):  # the original widens the band once
         score, back = _lcs_match(orig, tok_text, max_dist)
@@ -257,6 +255,30 @@ def align_paragraph(context: str, text: PieceText) -> Optional[ParagraphAlignmen
             j -= 1
         else:
             i -= 1
+    return orig_to_chartok, chartok_to_orig, score
+
+
+def align_paragraph(context: str, text: PieceText) -> Optional[ParagraphAlignment]:
+    """Pieces of a context and the original's character alignment; None when the
+    alignment covers less than 80% of the characters (the original drops those)."""
+    pieces = text.encode_pieces(text.normalize(context))
+    chartok_to_tok, tok_start_to_chartok, tok_end_to_chartok = [], [], []
+    count = 0
+    for i, piece in enumerate(pieces):
+        surface = piece.replace(SPIECE_UNDERLINE, " ")
+        chartok_to_tok.extend([i] * len(surface))
+        tok_start_to_chartok.append(count)
+        count += len(surface)
+        tok_end_to_chartok.append(count - 1)
+    tok_text = "".join(pieces).replace(SPIECE_UNDERLINE, " ")
+    n, m = len(context), len(tok_text)
+    if n == 0 or m == 0:
+        return None
+    orig = [text.normalize_char(c) for c in context]
+    aligned = _identity_alignment(orig, tok_text)
+    if aligned is None:
+        aligned = _lcs_alignment(orig, tok_text)
+    orig_to_chartok, chartok_to_orig, score = aligned
     if all(v is None for v in orig_to_chartok) or score < MIN_ALIGNMENT_COVERAGE * n:
         return None
     starts = [_convert_index(chartok_to_orig, p, n, is_start=True) for p in tok_start_to_chartok]

@@ -54,6 +54,19 @@ def test_alignment_maps_pieces_back_to_original_characters(text):
     assert context[alignment.tok_end_to_orig[e_piece]] == "é"
 
 
+def test_identity_fast_path_equals_the_lcs(text):
+    context = "The Kalo-Mi tower, Café built in 1889 by mi ten ser."
+    orig = [text.normalize_char(c) for c in context]
+    tok_text = "".join(text.encode_pieces(text.normalize(context))).replace(
+        tokenizer.SPIECE_UNDERLINE, " ")
+    fast = squad._identity_alignment(orig, tok_text)
+    assert fast is not None
+    assert fast == squad._lcs_alignment(orig, tok_text)
+    # Collapsed whitespace: the fast path does not apply, the LCS does.
+    spaced = [text.normalize_char(c) for c in context.replace(" ", "  ")]
+    assert squad._identity_alignment(spaced, tok_text) is None
+
+
 def test_alignment_below_80_percent_is_skipped_and_counted(text):
     # NFKD turns each ligature into two letters: no character matches one to one.
     bad = squad.SquadExample("bad", "q?", "\ufb01\ufb01\ufb01 \ufb01\ufb01", "", -1, True, [])
