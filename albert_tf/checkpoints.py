@@ -30,7 +30,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 from typing import Dict, List, Mapping, Optional, Tuple
 
 import numpy as np
@@ -248,8 +247,12 @@ _HF_REDUNDANT = re.compile(r"(position_ids$|^predictions\.decoder\.(weight|bias)
 def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
     from safetensors.numpy import load_file  # local import: only this path needs it
 
-    with open(os.path.join(folder, "config.json"), encoding="utf-8") as f:
-        config = config_from_hf(json.load(f))
+    config_path = os.path.join(folder, "config.json")
+    with open(config_path, encoding="utf-8") as f:
+        try:
+            config = config_from_hf(json.load(f))
+        except ValueError as e:
+            raise ValueError(f"{config_path}: {e}") from None
     tensors = load_file(os.path.join(folder, "model.safetensors"))
     values: Dict[str, np.ndarray] = {}
     unused: List[str] = []
@@ -355,25 +358,18 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     Returns:
         output_dir.
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
+
+    from pipelines.fileio import atomic_copy, atomic_write
 
     os.makedirs(output_dir, exist_ok=True)
-    tmp_weights = os.path.join(output_dir, f".{WEIGHTS_FILENAME}.tmp-{os.getpid()}")
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
-    save_file(arrays, tmp_weights, metadata={"format": "albert-tf", "sharing": model.config.sharing})
-    os.replace(tmp_weights, os.path.join(output_dir, WEIGHTS_FILENAME))
+    with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
+        f.write(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing}))
     model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
     if spm_model_file:
-        _copy_atomic(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))
+        atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))
         vocab = os.path.splitext(spm_model_file)[0] + ".vocab"
         if os.path.exists(vocab):
-            _copy_atomic(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
+            atomic_copy(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
     return output_dir
-
-
-def _copy_atomic(src: str, dst: str) -> None:
-    if os.path.abspath(src) == os.path.abspath(dst):
-        return
-    tmp = f"{dst}.tmp-{os.getpid()}"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
+import numbers
 from typing import Any, Dict
 
 # Strategies of the paper's cross-layer sharing ablation (Lan et al. 2019, Table 4).
@@ -18,6 +18,25 @@ SHARING_MODES = ("all", "attention", "ffn", "none")
 # is Hugging Face's name for the same function; "gelu_exact" is the erf form
 # (what Hugging Face calls "gelu").
 ACTIVATIONS = ("gelu", "gelu_new", "gelu_exact", "relu", "tanh", "linear")
+
+# Fields every released albert_config.json carries: a config file without one
+# of them is an error (a default would silently change the model: a "large"
+# config without num_hidden_layers would train 12 layers). The other fields
+# may be absent and take their defaults.
+REQUIRED_FIELDS = (
+    "vocab_size",
+    "embedding_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "hidden_act",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "initializer_range",
+)
 
 # Keys found in released albert_config.json files that modeling.py never reads.
 _UNUSED_ORIGINAL_KEYS = (
@@ -40,7 +59,8 @@ class AlbertConfig:
             (factorized embedding parameterization).
         hidden_size: transformer width H.
         num_hidden_layers: number of layers L applied in sequence.
-        num_hidden_groups: G parameter groups; layer l uses group int(l*G/L).
+        num_hidden_groups: G parameter groups; layer l uses group int(l / L * G)
+            (computed in floating point, as the original).
         inner_group_num: K attention+FFN blocks inside each group, applied in
             sequence within a layer.
         num_attention_heads: heads N; H must be divisible by N.
@@ -55,11 +75,15 @@ class AlbertConfig:
         sharing: "all" (the original: attention and FFN shared per group),
             "attention" (only attention shared; every layer has its own FFN),
             "ffn" (only the FFN shared) or "none" (BERT: nothing shared).
+        layer_norm_eps: epsilon of every LayerNorm (1e-12 in the original;
+            Hugging Face configs may carry another value).
 
     Example:
     >>> cfg = AlbertConfig.from_preset("albert_base_v2")
     >>> cfg.hidden_size, cfg.embedding_size
     (768, 128)
+    >>> AlbertConfig.tiny(hidden_dropout_prob=0).hidden_dropout_prob  # ints are fine for floats
+    0.0
     """
 
     vocab_size: int = 30000
@@ -77,8 +101,10 @@ class AlbertConfig:
     type_vocab_size: int = 2
     initializer_range: float = 0.02
     sharing: str = "all"
+    layer_norm_eps: float = 1e-12
 
     def __post_init__(self):
+        self._check_types()
         positive = (
             "vocab_size",
             "embedding_size",
@@ -120,11 +146,30 @@ class AlbertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"AlbertConfig.{name} must be in [0, 1), got {value!r}.")
-        if not self.initializer_range > 0:
-            raise ValueError(
-                "AlbertConfig.initializer_range must be positive, got "
-                f"{self.initializer_range!r}."
-            )
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"AlbertConfig.{name} must be positive, got {value!r}.")
+
+    def _check_types(self) -> None:
+        """Each field has its declared type; ints become floats where a float is due.
+
+        A bool is not an int here (JSON `true` for a layer count is a mistake).
+        """
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            expected = field.type if isinstance(field.type, str) else field.type.__name__
+            if expected == "int" and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, int(value))
+            elif expected == "float" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+                object.__setattr__(self, field.name, float(value))
+            elif expected == "str" and isinstance(value, str):
+                pass
+            else:
+                raise ValueError(
+                    f"AlbertConfig.{field.name} must be {'an' if expected == 'int' else 'a'} {expected}, "
+                    f"got {value!r} ({type(value).__name__})."
+                )
 
     # ----------------------------------------------------------------- sharing
     @property
@@ -139,15 +184,33 @@ class AlbertConfig:
 
     # ---------------------------------------------------------------- dict/json
     def to_dict(self) -> Dict[str, Any]:
+        """The fields as a dict (the original JSON format plus `sharing`, `layer_norm_eps`)."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> "AlbertConfig":
         """Builds a config from a dict in the original JSON format.
 
-        Keys that released configs carry but the model never uses are accepted
-        and dropped; any other unknown key is an error (a typo would otherwise
-        silently keep the default).
+        Args:
+            values: field -> value. `REQUIRED_FIELDS` must be present; keys
+                that released configs carry but the model never uses are
+                accepted and dropped; any other unknown key is an error (a typo
+                would otherwise silently keep the default).
+
+        Returns:
+            The config.
+
+        Raises:
+            ValueError: a missing or unknown field, or a value of the wrong
+                type (the message names the field, the value and the type).
+
+        Example:
+        >>> values = AlbertConfig.tiny().to_dict()
+        >>> del values["num_hidden_layers"]
+        >>> AlbertConfig.from_dict(values)
+        Traceback (most recent call last):
+        ...
+        ValueError: AlbertConfig lacks the required field(s) ['num_hidden_layers'] ...
         """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(k for k in values if k not in known and k not in _UNUSED_ORIGINAL_KEYS)
@@ -155,10 +218,27 @@ class AlbertConfig:
             raise ValueError(
                 f"Unknown AlbertConfig keys {unknown}; known keys are {sorted(known)}."
             )
+        missing = [k for k in REQUIRED_FIELDS if k not in values]
+        if missing:
+            raise ValueError(
+                f"AlbertConfig lacks the required field(s) {missing} (every released albert_config.json "
+                f"carries them; only {sorted(known - set(REQUIRED_FIELDS))} may be left out)."
+            )
         return cls(**{k: v for k, v in values.items() if k in known})
 
     @classmethod
     def from_json_file(cls, path: str) -> "AlbertConfig":
+        """Reads an albert_config.json (the original's format); errors name the file.
+
+        Args:
+            path: the JSON file.
+
+        Returns:
+            The config.
+
+        Example:
+        >>> AlbertConfig.from_json_file("albert_base/albert_config.json")  # doctest: +SKIP
+        """
         with open(path, encoding="utf-8") as f:
             try:
                 values = json.load(f)
@@ -166,17 +246,21 @@ class AlbertConfig:
                 raise ValueError(f"{path} is not valid JSON: {e}") from e
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
-        return cls.from_dict(values)
+        try:
+            return cls.from_dict(values)
+        except ValueError as e:
+            raise ValueError(f"{path}: {e}") from None
 
     def to_json_string(self) -> str:
+        """The config as sorted, indented JSON."""
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        """Writes the config (atomically: a temp file, then a rename)."""
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
+        """Writes the config atomically (readers never see a partial file)."""
+        from pipelines.fileio import atomic_write
+
+        with atomic_write(path, "w") as f:
             f.write(self.to_json_string())
-        os.replace(tmp, path)
 
     # ------------------------------------------------------------------ presets
     @classmethod

@@ -5,7 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
-from albert_tf.layers.embeddings import layer_norm
+from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
 
 # The original adds this to the scores of masked keys (modeling.py).
 MASK_ADDER = -10000.0
@@ -30,6 +30,7 @@ class AlbertAttention(keras.layers.Layer):
         initializer_range: stddev of the truncated-normal kernel initializer.
         attention_dropout: dropout on the attention probabilities.
         hidden_dropout: dropout on the output projection.
+        layer_norm_eps: epsilon of the LayerNorm.
 
     Example:
     >>> attn = AlbertAttention(32, 2, 0.02, 0.0, 0.0)
@@ -45,6 +46,8 @@ class AlbertAttention(keras.layers.Layer):
         initializer_range: float,
         attention_dropout: float,
         hidden_dropout: float,
+        *,
+        layer_norm_eps: float = LAYER_NORM_EPSILON,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -74,7 +77,8 @@ class AlbertAttention(keras.layers.Layer):
         self.output_dense = dense("output_dense")
         self.attention_dropout = keras.layers.Dropout(attention_dropout)
         self.output_dropout = keras.layers.Dropout(hidden_dropout)
-        self.layer_norm = layer_norm("layer_norm")
+        self.layer_norm_eps = layer_norm_eps
+        self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
     def _split_heads(self, x):
         shape = tf.shape(x)
@@ -104,5 +108,6 @@ class AlbertAttention(keras.layers.Layer):
             initializer_range=self.initializer_range,
             attention_dropout=self.attention_dropout_rate,
             hidden_dropout=self.hidden_dropout_rate,
+            layer_norm_eps=self.layer_norm_eps,
         )
         return config

@@ -30,6 +30,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         type_vocab_size: number of segment ids.
         initializer_range: stddev of the truncated-normal initializer.
         dropout: dropout rate applied after the LayerNorm.
+        layer_norm_eps: epsilon of the LayerNorm.
 
     Example:
     >>> layer = AlbertEmbeddings(100, 16, 64, 2, 0.02, 0.0)
@@ -46,6 +47,8 @@ class AlbertEmbeddings(keras.layers.Layer):
         type_vocab_size: int,
         initializer_range: float,
         dropout: float,
+        *,
+        layer_norm_eps: float = LAYER_NORM_EPSILON,
         **kwargs,
     ):
         kwargs.setdefault("dtype", "float32")
@@ -56,7 +59,8 @@ class AlbertEmbeddings(keras.layers.Layer):
         self.type_vocab_size = type_vocab_size
         self.initializer_range = initializer_range
         self.dropout_rate = dropout
-        self.layer_norm = layer_norm("layer_norm")
+        self.layer_norm_eps = layer_norm_eps
+        self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
         self.dropout = keras.layers.Dropout(dropout)
 
     def build(self, input_shape=None):
@@ -110,5 +114,6 @@ class AlbertEmbeddings(keras.layers.Layer):
             type_vocab_size=self.type_vocab_size,
             initializer_range=self.initializer_range,
             dropout=self.dropout_rate,
+            layer_norm_eps=self.layer_norm_eps,
         )
         return config

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
-from albert_tf.layers.embeddings import layer_norm
+from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
 
 
 class AlbertFeedForward(keras.layers.Layer):
@@ -16,6 +16,7 @@ class AlbertFeedForward(keras.layers.Layer):
         hidden_act: activation name (see `get_activation`).
         initializer_range: stddev of the truncated-normal kernel initializer.
         hidden_dropout: dropout on the output.
+        layer_norm_eps: epsilon of the LayerNorm.
 
     Example:
     >>> ffn = AlbertFeedForward(32, 64, "gelu", 0.02, 0.0)
@@ -30,6 +31,8 @@ class AlbertFeedForward(keras.layers.Layer):
         hidden_act: str,
         initializer_range: float,
         hidden_dropout: float,
+        *,
+        layer_norm_eps: float = LAYER_NORM_EPSILON,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -50,7 +53,8 @@ class AlbertFeedForward(keras.layers.Layer):
             hidden_size, kernel_initializer=init, name="output_dense", dtype=self.dtype_policy
         )
         self.output_dropout = keras.layers.Dropout(hidden_dropout)
-        self.layer_norm = layer_norm("layer_norm")
+        self.layer_norm_eps = layer_norm_eps
+        self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
     def call(self, x, training=None):
         out = self.output_dense(self.intermediate(x))
@@ -65,5 +69,6 @@ class AlbertFeedForward(keras.layers.Layer):
             hidden_act=self.hidden_act,
             initializer_range=self.initializer_range,
             hidden_dropout=self.hidden_dropout_rate,
+            layer_norm_eps=self.layer_norm_eps,
         )
         return config

@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
-from albert_tf.layers.embeddings import layer_norm
+from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -19,6 +19,7 @@ class MaskedLMHead(keras.layers.Layer):
         embedding_size: E.
         hidden_act: activation name.
         initializer_range: stddev of the truncated-normal kernel initializer.
+        layer_norm_eps: epsilon of the LayerNorm.
 
     Example:
     >>> head = MaskedLMHead(100, 16, "gelu", 0.02)
@@ -27,8 +28,10 @@ class MaskedLMHead(keras.layers.Layer):
     TensorShape([2, 3, 100])
     """
 
-    def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str, initializer_range: float, **kwargs):
+    def __init__(self, vocab_size: int, embedding_size: int, hidden_act: str, initializer_range: float, *,
+                 layer_norm_eps: float = LAYER_NORM_EPSILON, **kwargs):
         super().__init__(**kwargs)
+        self.layer_norm_eps = layer_norm_eps
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_act = hidden_act
@@ -40,7 +43,7 @@ class MaskedLMHead(keras.layers.Layer):
             name="transform",
             dtype=self.dtype_policy,
         )
-        self.layer_norm = layer_norm("layer_norm")
+        self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
     def build(self, x_shape, embedding_table_shape=None):
         self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
@@ -58,6 +61,7 @@ class MaskedLMHead(keras.layers.Layer):
             embedding_size=self.embedding_size,
             hidden_act=self.hidden_act,
             initializer_range=self.initializer_range,
+            layer_norm_eps=self.layer_norm_eps,
         )
         return config
 

@@ -10,8 +10,26 @@ from albert_tf.layers.feed_forward import AlbertFeedForward
 
 
 def group_for_layer(layer_index: int, num_layers: int, num_groups: int) -> int:
-    """The parameter group used by a layer: int(l * G / L), as the original."""
-    return layer_index * num_groups // num_layers
+    """The parameter group used by a layer: `int(l / L * G)`, as the original.
+
+    The original computes it in floating point (`int(layer_idx /
+    num_hidden_layers * num_hidden_groups)`), which differs from the exact
+    `l * G // L` for some (l, L, G); checkpoints trained by the original load
+    with the mapping it ran, so this follows it.
+
+    Args:
+        layer_index: l in [0, L).
+        num_layers: L.
+        num_groups: G.
+
+    Returns:
+        The group index.
+
+    Example:
+    >>> group_for_layer(15, 22, 22), 15 * 22 // 22  # the float rounds 15/22*22 down
+    (14, 15)
+    """
+    return int(layer_index / num_layers * num_groups)
 
 
 class AlbertTransformerStack(keras.layers.Layer):
@@ -28,7 +46,7 @@ class AlbertTransformerStack(keras.layers.Layer):
     | "ffn"       | L                | G          |
     | "none"      | L                | L          |
 
-    Layer l uses attention group int(l*Ga/L) and FFN group int(l*Gf/L); with
+    Layer l uses attention group int(l / L * Ga) and FFN group int(l / L * Gf); with
     "all" this is exactly the original's `group_<g>/inner_group_<k>` layout.
 
     Args:
@@ -53,6 +71,7 @@ class AlbertTransformerStack(keras.layers.Layer):
                     c.initializer_range,
                     c.attention_probs_dropout_prob,
                     c.hidden_dropout_prob,
+                    layer_norm_eps=c.layer_norm_eps,
                     name=f"attention_group_{g}_inner_{k}",
                     dtype=self.dtype_policy,
                 )
@@ -68,6 +87,7 @@ class AlbertTransformerStack(keras.layers.Layer):
                     c.hidden_act,
                     c.initializer_range,
                     c.hidden_dropout_prob,
+                    layer_norm_eps=c.layer_norm_eps,
                     name=f"ffn_group_{g}_inner_{k}",
                     dtype=self.dtype_policy,
                 )

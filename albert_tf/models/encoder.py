@@ -57,6 +57,7 @@ class AlbertEncoder(ConfigModel):
             config.type_vocab_size,
             config.initializer_range,
             config.hidden_dropout_prob,
+            layer_norm_eps=config.layer_norm_eps,
             name="embeddings",
         )
         # As the original: the E -> H projection exists only when E != H.

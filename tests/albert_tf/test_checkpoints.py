@@ -171,3 +171,50 @@ def test_our_format_reports_mismatches_by_name(tmp_path):
         albert_tf.load_checkpoint(out, config=AlbertConfig.tiny(vocab_size=120))
     with pytest.raises(ValueError, match="group_1"):
         albert_tf.load_checkpoint(out, config=AlbertConfig.tiny(num_hidden_groups=2))
+
+
+def test_hugging_face_layer_norm_eps_is_honoured(tmp_path):
+    src = os.path.join(HF, "gelu_new_g1_i1")
+    with open(os.path.join(src, "config.json")) as f:
+        hf_config = json.load(f)
+    hf_config["layer_norm_eps"] = 1e-5
+    (tmp_path / "config.json").write_text(json.dumps(hf_config))
+    os.symlink(os.path.join(src, "model.safetensors"), tmp_path / "model.safetensors")
+    model = albert_tf.load_checkpoint(str(tmp_path))
+    assert model.config.layer_norm_eps == 1e-5
+    encoder = model.encoder
+    norms = [encoder.embeddings.layer_norm, model.mlm_head.layer_norm]
+    for group in encoder.transformer.attention_groups + encoder.transformer.ffn_groups:
+        norms.extend(layer.layer_norm for layer in group)
+    assert [norm.epsilon for norm in norms] == [1e-5] * len(norms)
+
+    # The embedding output against a NumPy LayerNorm with that epsilon.
+    emb = encoder.embeddings
+    ids = np.array([[2, 7, 9, 3]], np.int32)
+    segments = np.array([[0, 0, 1, 1]], np.int32)
+    x = (emb.word_embeddings.numpy()[ids] + emb.token_type_embeddings.numpy()[segments]
+         + emb.position_embeddings.numpy()[:4][None]).astype(np.float64)
+    gamma, beta = emb.layer_norm.gamma.numpy(), emb.layer_norm.beta.numpy()
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    with_eps = lambda eps: (x - mean) / np.sqrt(var + eps) * gamma + beta  # noqa: E731
+    got = emb(ids, segments).numpy()
+    np.testing.assert_allclose(got, with_eps(1e-5), atol=1e-6)
+    # The fixture's activations are small enough for the two epsilons to differ visibly.
+    assert np.abs(with_eps(1e-5) - with_eps(1e-12)).max() > 1e-4
+
+    # Saved in our format, the epsilon stays.
+    out = albert_tf.save_pretrained(model, str(tmp_path / "ours"))
+    assert json.loads((tmp_path / "ours" / "albert_config.json").read_text())["layer_norm_eps"] == 1e-5
+    assert albert_tf.load_checkpoint(out).encoder.embeddings.layer_norm.epsilon == 1e-5
+
+
+def test_hugging_face_config_without_a_required_field_is_an_error(tmp_path):
+    src = os.path.join(HF, "gelu_new_g1_i1")
+    with open(os.path.join(src, "config.json")) as f:
+        hf_config = json.load(f)
+    del hf_config["num_hidden_layers"]
+    (tmp_path / "config.json").write_text(json.dumps(hf_config))
+    os.symlink(os.path.join(src, "model.safetensors"), tmp_path / "model.safetensors")
+    with pytest.raises(ValueError, match=r"config\.json: .*required.*'num_hidden_layers'"):
+        albert_tf.load_checkpoint(str(tmp_path))

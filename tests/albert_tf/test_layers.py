@@ -20,12 +20,24 @@ def test_gelu_variants_match_their_formulas():
         get_activation("swish")
 
 
-@pytest.mark.parametrize("layers, groups", [(12, 1), (12, 2), (12, 3), (24, 5), (4, 4), (7, 3)])
-def test_group_for_layer_is_the_original_mapping(layers, groups):
-    # The original computes int(layer_idx / num_hidden_layers * num_hidden_groups).
-    expected = [int(l / layers * groups) for l in range(layers)]
-    assert [group_for_layer(l, layers, groups) for l in range(layers)] == expected
-    assert sorted(set(expected)) == list(range(groups))
+def test_group_for_layer_is_the_original_float_mapping():
+    # The original (modeling.py) computes, in Python floating point,
+    # int(layer_idx / num_hidden_layers * num_hidden_groups); enumerate every
+    # L, G in 1..30 (G <= L) against that expression.
+    differs_from_integer_division = []
+    for layers in range(1, 31):
+        for groups in range(1, layers + 1):
+            for layer in range(layers):
+                expected = int(layer / layers * groups)
+                assert group_for_layer(layer, layers, groups) == expected, (layer, layers, groups)
+                if expected != layer * groups // layers:
+                    differs_from_integer_division.append((layer, layers, groups))
+    # The enumeration covers the cases where the float rounds down, e.g.
+    # 15 / 22 * 22 = 14.999999999999998: layer 15 of 22 uses group 14.
+    assert (15, 22, 22) in differs_from_integer_division
+    assert group_for_layer(15, 22, 22) == 14
+    # Hand-worked: 12 layers in 3 groups of 4.
+    assert [group_for_layer(l, 12, 3) for l in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
 
 
 def test_attention_mask_bias():
