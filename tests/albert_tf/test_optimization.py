@@ -216,3 +216,86 @@ def test_exclusions_on_the_albert_pretrainer_variables():
     assert adapted == set(paths) - excluded
     assert "albert_pretrainer/mlm_head/output_bias" in excluded
     assert "albert_encoder/embeddings/word_embeddings" in adapted
+
+
+# ----------------------------------------------------------- Keras internals
+# albert_tf/optimization.py overrides or calls these private parts of Keras's
+# TensorFlow-backend optimizer (tested with Keras 3.15; setup.py pins
+# keras>=3.15,<3.16). Name -> the leading parameters after `self`.
+KERAS_INTERNALS = {
+    "build": ("variables",),
+    "update_step": ("gradient", "variable", "learning_rate"),
+    "_backend_update_step": ("grads", "trainable_variables", "learning_rate"),
+    "_clip_gradients": ("grads",),
+    "_all_reduce_sum_gradients": ("grads_and_vars",),
+    "_distributed_tf_update_step": ("distribution", "grads_and_vars", "learning_rate"),
+    "_get_variable_index": ("variable",),
+    "add_optimizer_variables": ("trainable_variables", "name"),
+    "assign": ("variable", "value"),
+}
+
+
+def _keras_changed(problems):
+    return (f"Keras {keras.__version__} changed internals that albert_tf/optimization.py (Lamb, AdamWeightDecay) "
+            "relies on; it was written against Keras 3.15 (setup.py pins keras>=3.15,<3.16):\n  "
+            + "\n  ".join(problems))
+
+
+def test_keras_internals_the_optimizers_rely_on_still_exist():
+    import inspect
+
+    base = keras.optimizers.Optimizer
+    problems = []
+    for name, expected in KERAS_INTERNALS.items():
+        method = getattr(base, name, None)
+        if method is None:
+            problems.append(f"keras.optimizers.Optimizer.{name} no longer exists")
+            continue
+        parameters = tuple(inspect.signature(method).parameters)[1:1 + len(expected)]
+        if name == "build":  # only the arity matters: it is called positionally
+            parameters, expected = len(parameters), len(expected)
+        if parameters != expected:
+            problems.append(f"keras.optimizers.Optimizer.{name}{inspect.signature(method)}: "
+                            f"expected the parameters {expected}")
+    optimizer = optimization.Lamb(learning_rate=0.01)
+    if not hasattr(optimizer, "_distribution_strategy"):
+        problems.append("an optimizer no longer has the attribute _distribution_strategy")
+    interim = getattr(getattr(tf.__internal__, "distribute", None), "interim", None)
+    if not hasattr(interim, "maybe_merge_call"):
+        problems.append("tf.__internal__.distribute.interim.maybe_merge_call no longer exists")
+    assert not problems, _keras_changed(problems)
+
+
+def test_keras_still_calls_the_overridden_hooks_and_one_step_matches_numpy():
+    calls = []
+
+    class RecordingLamb(optimization.Lamb):
+        def _clip_gradients(self, grads):
+            calls.append("_clip_gradients")
+            return super()._clip_gradients(grads)
+
+        def _backend_update_step(self, grads, trainable_variables, learning_rate):
+            calls.append("_backend_update_step")
+            return super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+        def update_step(self, gradient, variable, learning_rate):
+            calls.append("update_step")
+            return super().update_step(gradient, variable, learning_rate)
+
+    variables, flags = _variables()
+    optimizer = RecordingLamb(learning_rate=0.01, global_clipnorm=1.0)
+    rng = np.random.default_rng(2)
+    grads = [3.0 * rng.normal(size=v.shape) for v in variables]  # global norm far above 1: clipping matters
+    expected = [v.numpy().astype(np.float64) for v in variables]
+    optimizer.apply_gradients([(tf.constant(g, tf.float32), v) for g, v in zip(grads, variables)])
+
+    problems = [f"Keras no longer calls Optimizer.{hook} from apply_gradients" for hook in
+                ("_clip_gradients", "_backend_update_step", "update_step") if hook not in calls]
+    assert not problems, _keras_changed(problems)
+    for i, (g, flag) in enumerate(zip(_np_clip(grads, 1.0), flags)):
+        expected[i], _, _ = _np_original_step(expected[i], g, 0.0, 0.0, 0.01, decay=flag, adapt=flag)
+    for var, want in zip(variables, expected):
+        np.testing.assert_allclose(
+            var.numpy(), want, rtol=2e-6, atol=1e-7,
+            err_msg=_keras_changed([f"one LAMB step on {var.path} no longer matches the original's formula "
+                                    "(clipping after the all-reduce, update_step maths)"]))
