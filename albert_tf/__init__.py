@@ -10,4 +10,13 @@ from albert_tf import optimizers
 __version__ = "0.1.0"
 from albert_tf.checkpoints import load_checkpoint, save_pretrained
 from albert_tf.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
-from albert_tf.training import TrainingError, evaluate, get_strategy, run_evaluation, run_pretraining
+from albert_tf.training import (
+    OptimizationConfig,
+    PretrainingDataConfig,
+    RuntimeConfig,
+    TrainingError,
+    evaluate,
+    get_strategy,
+    run_evaluation,
+    run_pretraining,
+)

@@ -115,10 +115,14 @@ def measure(cfg, precision: str, jit: bool, batch: int, seq: int, preds: int,
     with tempfile.TemporaryDirectory() as out:
         training.run_pretraining(
             cfg, synthetic_dataset_fn(batch, seq, preds, cfg.vocab_size), out,
-            train_batch_size=batch, num_train_steps=warmup + steps,
-            num_warmup_steps=1, learning_rate=1e-4, mixed_precision=precision,
-            jit_compile=jit, log_steps=1, save_checkpoints_steps=10 ** 9,
-            max_seq_length=seq, max_predictions_per_seq=preds,
+            optimization=training.OptimizationConfig(
+                train_batch_size=batch, num_train_steps=warmup + steps,
+                num_warmup_steps=1, learning_rate=1e-4),
+            runtime=training.RuntimeConfig(
+                mixed_precision=precision, jit_compile=jit, log_steps=1,
+                save_checkpoints_steps=10 ** 9),
+            data=training.PretrainingDataConfig(
+                max_seq_length=seq, max_predictions_per_seq=preds),
             log_callback=on_log)
     return {"median": statistics.median(per_step), "min": min(per_step),
             "max": max(per_step), "n": len(per_step)}

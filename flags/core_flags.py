@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from absl import flags
 
-MIXED_PRECISION_CHOICES = ("float32", "bfloat16", "float16")
+# The same tuples as albert_tf.runtime's (not imported from there: binaries
+# import this module before TensorFlow, so that its log settings apply).
+MIXED_PRECISION_CHOICES = ("auto", "float32", "bfloat16", "float16")
 STRATEGY_CHOICES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -120,9 +122,10 @@ def define_runtime_flags() -> None:
     """Output, precision, XLA, checkpoint, logging and seed flags."""
     _define(flags.DEFINE_string, "output_dir", None,
             "Checkpoints, summaries, config and results go here.")
-    _define(flags.DEFINE_enum, "mixed_precision", "float32",
+    _define(flags.DEFINE_enum, "mixed_precision", "auto",
             list(MIXED_PRECISION_CHOICES),
-            "Compute dtype; variables stay float32. float16 adds dynamic loss "
+            "Compute dtype; variables stay float32. auto: bfloat16 on a GPU "
+            "or a CPU with AMX units, else float32. float16 adds dynamic loss "
             "scaling.")
     _define(flags.DEFINE_bool, "jit_compile", False,
             "Compile the forward and backward pass with XLA.")
@@ -144,3 +147,18 @@ def define_all_pretraining_flags() -> None:
     define_distribution_flags()
     define_runtime_flags()
 
+
+
+def pretraining_configs(flag_values=None):
+    """The (OptimizationConfig, RuntimeConfig, PretrainingDataConfig) the
+    parsed flags describe: each field reads the flag of its name.
+
+    Args:
+        flag_values: parsed flags (default `absl.flags.FLAGS`).
+    """
+    from albert_tf.training import configs  # imports TensorFlow: call in main
+
+    flag_values = flag_values or flags.FLAGS
+    return (configs.OptimizationConfig.from_flags(flag_values),
+            configs.RuntimeConfig.from_flags(flag_values),
+            configs.PretrainingDataConfig.from_flags(flag_values))

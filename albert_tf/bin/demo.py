@@ -78,22 +78,6 @@ def demo_config(vocab_size: int, max_seq_length: int):
     )
 
 
-def _pick_precision(choice: str) -> str:
-    if choice != "auto":
-        return choice
-    import tensorflow as tf
-
-    if tf.config.list_physical_devices("GPU"):
-        return "bfloat16"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            has_amx = "amx_bf16" in f.read()
-    except OSError:
-        has_amx = False
-    # Without AMX, bfloat16 matmuls on a CPU are slower than float32 ones.
-    return "bfloat16" if has_amx else "float32"
-
-
 def _split_user_corpus(patterns: str, corpus_dir: str, seed: int) -> dict:
     """Splits the user's documents into train.txt / eval.txt by a hash of each document."""
     files = sorted({f for p in patterns.split(",") for f in glob.glob(p.strip())})
@@ -282,7 +266,9 @@ def main(argv):
 
     # 4. Pretraining.
     t = _stage(4, "pretraining")
-    precision = _pick_precision(FLAGS.mixed_precision)
+    from albert_tf import runtime
+
+    precision = runtime.resolve_mixed_precision(FLAGS.mixed_precision)
     config = demo_config(vocab_size, FLAGS.max_seq_length)
     logging.info(
         "Model: ALBERT all-shared, E=%d, H=%d, L=%d, %s parameters, %s; training for %.1f minutes.",
@@ -324,23 +310,29 @@ def main(argv):
         config,
         train_dataset_fn,
         model_dir,
-        train_batch_size=FLAGS.train_batch_size,
-        num_train_steps=max_steps,
-        max_train_seconds=FLAGS.minutes * 60,
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=MAX_PREDICTIONS_PER_SEQ,
-        optimizer="lamb",
-        learning_rate=FLAGS.learning_rate,
-        num_warmup_steps=min(100, max_steps // 10),
-        mixed_precision=precision,
-        # XLA pays off with bfloat16 here, not with float32 (bench/results).
-        jit_compile=precision == "bfloat16",
-        save_checkpoints_steps=250,
-        log_steps=50,
+        optimization=training.OptimizationConfig(
+            train_batch_size=FLAGS.train_batch_size,
+            num_train_steps=max_steps,
+            optimizer="lamb",
+            learning_rate=FLAGS.learning_rate,
+            num_warmup_steps=min(100, max_steps // 10),
+        ),
+        runtime=training.RuntimeConfig(
+            mixed_precision=precision,
+            # XLA pays off with bfloat16 here, not with float32 (bench/results).
+            jit_compile=precision == "bfloat16",
+            save_checkpoints_steps=250,
+            log_steps=50,
+            seed=seed,
+            max_train_seconds=FLAGS.minutes * 60,
+        ),
+        data=training.PretrainingDataConfig(
+            max_seq_length=FLAGS.max_seq_length,
+            max_predictions_per_seq=MAX_PREDICTIONS_PER_SEQ,
+            max_eval_steps=1000,
+        ),
         spm_model_file=spm_model,
         eval_dataset_fn=eval_dataset_fn,
-        max_eval_steps=1000,
-        seed=seed,
     )
     logging.info("Pretraining stage: %.0f s, %d steps.", time.time() - t, result["global_step"])
 

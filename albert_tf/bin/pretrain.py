@@ -43,6 +43,7 @@ def _check_input(patterns: str | None, flag: str) -> list[str]:
 
 
 def _model_config():
+    """The model config and where it came from (for messages)."""
     import albert_tf
 
     if bool(FLAGS.preset) == bool(FLAGS.albert_config_file):
@@ -51,11 +52,35 @@ def _model_config():
             f"(got preset={FLAGS.preset!r}, "
             f"albert_config_file={FLAGS.albert_config_file!r}).")
     if FLAGS.preset:
-        return albert_tf.AlbertConfig.from_preset(FLAGS.preset)
+        return (albert_tf.AlbertConfig.from_preset(FLAGS.preset),
+                f"--preset={FLAGS.preset}")
     if not os.path.exists(FLAGS.albert_config_file):
         raise app.UsageError(
             f"--albert_config_file={FLAGS.albert_config_file!r} does not exist.")
-    return albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    return (albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file),
+            f"--albert_config_file={FLAGS.albert_config_file}")
+
+
+def check_vocabulary(spm_model_file: str, vocab_size: int,
+                     config_source: str) -> None:
+    """ValueError unless the SentencePiece model has `vocab_size` pieces.
+
+    Ids past the embedding table would be read as zeros on GPU/TPU, silently.
+    """
+    import sentencepiece
+
+    try:
+        pieces = sentencepiece.SentencePieceProcessor(
+            model_file=spm_model_file).get_piece_size()
+    except (RuntimeError, OSError) as e:
+        raise ValueError(
+            f"--spm_model_file={spm_model_file} is not a SentencePiece model "
+            f"({str(e).splitlines()[0] if str(e) else type(e).__name__}).") from None
+    if pieces != vocab_size:
+        raise ValueError(
+            f"--spm_model_file={spm_model_file} has {pieces} pieces but "
+            f"{config_source} has vocab_size={vocab_size}: use the vocabulary "
+            "the data was made with and a model config of its size.")
 
 
 def main(argv) -> None:
@@ -65,77 +90,64 @@ def main(argv) -> None:
         raise app.UsageError("--output_dir is required.")
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("Nothing to do: --do_train and --do_eval are off.")
-    config = _model_config()
+    config, config_source = _model_config()
     if FLAGS.do_train:
         _check_input(FLAGS.input_file, "input_file")
     eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_eval:
         _check_input(eval_pattern, "eval_input_file")
-    if FLAGS.spm_model_file and not os.path.exists(FLAGS.spm_model_file):
-        raise app.UsageError(
-            f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
+    if FLAGS.spm_model_file:
+        if not os.path.exists(FLAGS.spm_model_file):
+            raise app.UsageError(
+                f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
+        check_vocabulary(FLAGS.spm_model_file, config.vocab_size,
+                         config_source)
 
     import pipelines
-    from albert_tf import training
+    from albert_tf import runtime, training
 
-    strategy = training.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
-                                     num_gpus=FLAGS.num_gpus)
-    logging.info("Strategy %s with %d replica(s)", FLAGS.strategy,
-                 strategy.num_replicas_in_sync)
+    optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
+    strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
+                                    num_gpus=FLAGS.num_gpus)
+    logging.info("Strategy %s with %d replica(s); precision %s",
+                 FLAGS.strategy, strategy.num_replicas_in_sync,
+                 run_config.resolved_precision())
 
     def train_dataset_fn(ctx):
         return pipelines.pretraining_dataset(
-            FLAGS.input_file, ctx.get_per_replica_batch_size(
-                FLAGS.train_batch_size),
-            FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-            is_training=True, masking=FLAGS.masking, seed=FLAGS.seed,
+            data.input_file, ctx.get_per_replica_batch_size(
+                optimization.train_batch_size),
+            data.max_seq_length, data.max_predictions_per_seq,
+            is_training=True, masking=data.masking, seed=run_config.seed,
             input_context=ctx, vocab_size=config.vocab_size)
 
     def eval_dataset_fn(ctx):
         return pipelines.pretraining_dataset(
-            eval_pattern, ctx.get_per_replica_batch_size(FLAGS.eval_batch_size),
-            FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
-            is_training=False, masking="static", seed=FLAGS.seed,
+            eval_pattern, ctx.get_per_replica_batch_size(data.eval_batch_size),
+            data.max_seq_length, data.max_predictions_per_seq,
+            is_training=False, masking="static", seed=run_config.seed,
             input_context=ctx)
 
-    if FLAGS.do_eval and FLAGS.eval_batch_size % strategy.num_replicas_in_sync:
+    if FLAGS.do_eval and data.eval_batch_size % strategy.num_replicas_in_sync:
         raise app.UsageError(
-            f"--eval_batch_size={FLAGS.eval_batch_size} is not a multiple of "
+            f"--eval_batch_size={data.eval_batch_size} is not a multiple of "
             f"the {strategy.num_replicas_in_sync} replicas.")
 
     try:
         if FLAGS.do_train:
             result = training.run_pretraining(
                 config, train_dataset_fn, FLAGS.output_dir,
-                train_batch_size=FLAGS.train_batch_size,
-                num_train_steps=FLAGS.num_train_steps,
-                max_seq_length=FLAGS.max_seq_length,
-                max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-                optimizer=FLAGS.optimizer,
-                learning_rate=FLAGS.learning_rate,
-                num_warmup_steps=FLAGS.num_warmup_steps,
-                start_warmup_step=FLAGS.start_warmup_step,
-                poly_power=FLAGS.poly_power,
-                weight_decay_rate=FLAGS.weight_decay_rate,
-                clip_norm=FLAGS.clip_norm,
-                gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
-                mixed_precision=FLAGS.mixed_precision,
-                jit_compile=FLAGS.jit_compile,
-                save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-                keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-                log_steps=FLAGS.log_steps,
+                optimization=optimization, runtime=run_config, data=data,
                 init_checkpoint=FLAGS.init_checkpoint,
                 spm_model_file=FLAGS.spm_model_file,
                 eval_dataset_fn=eval_dataset_fn if FLAGS.do_eval else None,
-                max_eval_steps=FLAGS.max_eval_steps,
-                strategy=strategy,
-                seed=FLAGS.seed)
+                strategy=strategy)
         else:
             result = training.run_evaluation(
                 config, eval_dataset_fn, FLAGS.output_dir,
                 checkpoint=FLAGS.init_checkpoint, strategy=strategy,
-                max_eval_steps=FLAGS.max_eval_steps,
-                mixed_precision=FLAGS.mixed_precision)
+                max_eval_steps=data.max_eval_steps,
+                mixed_precision=run_config.mixed_precision)
     except training.TrainingError as e:
         logging.error("%s", e)
         raise SystemExit(f"albert-pretrain: {e}") from None

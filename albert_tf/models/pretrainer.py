@@ -8,10 +8,17 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.models.config_model import ConfigModel
 from albert_tf.layers.heads import MaskedLMHead, SentenceOrderHead
-from albert_tf.models.encoder import AlbertEncoder, _dummy_inputs
+from albert_tf.models.encoder import ENCODER_INPUTS, AlbertEncoder, _dummy_inputs
 
 # The original's denominator guard in the masked-LM loss.
 MLM_WEIGHT_EPSILON = 1e-5
+# The features a pretraining batch carries besides the encoder's inputs (the
+# TFRecord contract's names, as the original's run_pretraining reads them).
+MASKED_LM_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
+SENTENCE_ORDER_LABELS = "next_sentence_labels"
+PRETRAINING_FEATURES = ENCODER_INPUTS + MASKED_LM_FEATURES + (SENTENCE_ORDER_LABELS,)
+# The sums `pretraining_loss_terms` returns, in a fixed order (for stacking).
+LOSS_TERM_KEYS = ("mlm_nll_sum", "mlm_weight_sum", "mlm_correct_sum", "sop_nll_sum", "sop_correct_sum", "num_examples")
 
 
 def pretraining_loss_terms(batch: Mapping[str, tf.Tensor], outputs: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
@@ -52,16 +59,52 @@ def pretraining_loss_terms(batch: Mapping[str, tf.Tensor], outputs: Mapping[str,
 
 
 def pretraining_losses(terms: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """The original's losses and accuracies from `pretraining_loss_terms` sums."""
+    """The original's losses and accuracies from `pretraining_loss_terms` sums.
+
+    The one definition every reporter uses (the training loop, its logs,
+    `evaluate`, Keras `fit`/`evaluate`): `mlm_loss = nll_sum / (weight_sum +
+    1e-5)` as the original's loss; `mlm_accuracy` is weighted by
+    masked_lm_weights (padding slots do not count); `sop_*` are means over
+    examples. The sums may cover one batch or many (an interval, an
+    evaluation), giving exactly the big-batch ratios.
+
+    Args:
+        terms: the six sums of `pretraining_loss_terms` (tensors or floats).
+
+    Returns:
+        float32 scalars: loss (mlm_loss + sop_loss), mlm_loss, sop_loss,
+        mlm_accuracy, sop_accuracy.
+
+    Example:
+    >>> sums = dict(mlm_nll_sum=6.0, mlm_weight_sum=3.0, mlm_correct_sum=1.5,
+    ...             sop_nll_sum=2.0, sop_correct_sum=1.0, num_examples=2.0)
+    >>> {k: round(float(v), 4) for k, v in pretraining_losses(sums).items()}
+    {'loss': 3.0, 'mlm_loss': 2.0, 'sop_loss': 1.0, 'mlm_accuracy': 0.5, 'sop_accuracy': 0.5}
+    """
+    terms = {key: tf.cast(terms[key], tf.float32) for key in LOSS_TERM_KEYS}
+    examples = tf.maximum(terms["num_examples"], 1.0)
     mlm_loss = terms["mlm_nll_sum"] / (terms["mlm_weight_sum"] + MLM_WEIGHT_EPSILON)
-    sop_loss = terms["sop_nll_sum"] / tf.maximum(terms["num_examples"], 1.0)
+    sop_loss = terms["sop_nll_sum"] / examples
     return {
         "loss": mlm_loss + sop_loss,
         "mlm_loss": mlm_loss,
         "sop_loss": sop_loss,
         "mlm_accuracy": terms["mlm_correct_sum"] / tf.maximum(terms["mlm_weight_sum"], MLM_WEIGHT_EPSILON),
-        "sop_accuracy": terms["sop_correct_sum"] / tf.maximum(terms["num_examples"], 1.0),
+        "sop_accuracy": terms["sop_correct_sum"] / examples,
     }
+
+
+def global_loss_terms(terms: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """`pretraining_loss_terms` summed over the replicas of the current strategy.
+
+    Called in a replica context (inside `strategy.run`, or outside any
+    strategy, where it returns the sums unchanged).
+    """
+    stacked = tf.stack([tf.cast(terms[key], tf.float32) for key in LOSS_TERM_KEYS])
+    context = tf.distribute.get_replica_context()
+    if context is not None and context.num_replicas_in_sync > 1:
+        stacked = context.all_reduce(tf.distribute.ReduceOp.SUM, stacked)
+    return dict(zip(LOSS_TERM_KEYS, tf.unstack(stacked)))
 
 
 class AlbertPretrainer(ConfigModel):
@@ -100,16 +143,14 @@ class AlbertPretrainer(ConfigModel):
             config.embedding_size,
             config.hidden_act,
             config.initializer_range,
+            layer_norm_eps=config.layer_norm_eps,
             name="mlm_head",
             dtype=self.dtype_policy,
         )
         self.sop_head = SentenceOrderHead(
             config.hidden_size, config.initializer_range, name="sop_head", dtype=self.dtype_policy
         )
-        self._trackers = {
-            name: keras.metrics.Mean(name=name)
-            for name in ("loss", "mlm_loss", "sop_loss", "mlm_accuracy", "sop_accuracy")
-        }
+        self._trackers = {key: keras.metrics.Sum(name=key) for key in LOSS_TERM_KEYS}
         dummy = _dummy_inputs()
         dummy["masked_lm_positions"] = tf.constant([[1]], tf.int32)
         self(dummy)
@@ -127,33 +168,40 @@ class AlbertPretrainer(ConfigModel):
         return outputs
 
     # ----------------------------------------------------------- Keras fit
+    # The trackers hold the loss-term sums over the epoch; the reported values
+    # are `pretraining_losses` of those sums, so loss, mlm_loss and the
+    # accuracies are exact ratios over everything seen (global denominators),
+    # as in the custom loop's logs and `evaluate`. Every replica adds the
+    # all-reduced sums, so replica-summed reads scale numerator and
+    # denominator alike and the ratios hold in any context.
     @property
     def metrics(self):
         return list(self._trackers.values())
 
-    def _update_trackers(self, terms):
-        values = pretraining_losses(terms)
-        for name in ("loss", "mlm_loss", "sop_loss", "sop_accuracy"):
-            self._trackers[name].update_state(values[name])
-        self._trackers["mlm_accuracy"].update_state(
-            values["mlm_accuracy"], sample_weight=terms["mlm_weight_sum"]
-        )
-        return {name: tracker.result() for name, tracker in self._trackers.items()}
+    def _update_trackers(self, global_terms):
+        for key in LOSS_TERM_KEYS:
+            self._trackers[key].update_state(global_terms[key])
+        return pretraining_losses({key: self._trackers[key].result() for key in LOSS_TERM_KEYS})
 
     def train_step(self, data):
         batch = data[0] if isinstance(data, tuple) else data
         with tf.GradientTape() as tape:
             outputs = self(batch, training=True)
             terms = pretraining_loss_terms(batch, outputs)
-            loss = pretraining_losses(terms)["loss"]
-            # Gradients are summed over replicas by the optimizer.
-            replicas = tf.distribute.get_strategy().num_replicas_in_sync
-            scaled = self.optimizer.scale_loss(loss / replicas)
+            totals = global_loss_terms(terms)
+            # Local sums over global denominators: the optimizer sums the
+            # replicas' gradients, which is then the gradient of the loss of
+            # the whole global batch (not a mean of per-replica losses).
+            loss = (
+                terms["mlm_nll_sum"] / (tf.stop_gradient(totals["mlm_weight_sum"]) + MLM_WEIGHT_EPSILON)
+                + terms["sop_nll_sum"] / tf.maximum(tf.stop_gradient(totals["num_examples"]), 1.0)
+            )
+            scaled = self.optimizer.scale_loss(loss)
         grads = tape.gradient(scaled, self.trainable_variables)
         self.optimizer.apply(grads, self.trainable_variables)
-        return self._update_trackers(terms)
+        return self._update_trackers(totals)
 
     def test_step(self, data):
         batch = data[0] if isinstance(data, tuple) else data
         outputs = self(batch, training=False)
-        return self._update_trackers(pretraining_loss_terms(batch, outputs))
+        return self._update_trackers(global_loss_terms(pretraining_loss_terms(batch, outputs)))

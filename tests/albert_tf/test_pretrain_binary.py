@@ -1,5 +1,6 @@
 """albert-pretrain end to end on tiny shards, its recipes and its usage errors."""
 
+import dataclasses
 import glob
 import os
 import subprocess
@@ -29,7 +30,14 @@ def workdir(tmp_path_factory):
     tl.write_tfrecords(str(root / "data" / "train-0.tfrecord"), 40, seed=3)
     tl.write_tfrecords(str(root / "data" / "eval-0.tfrecord"), 12, seed=4)
     tl.tiny_config().to_json_file(str(root / "albert_config.json"))
-    (root / "vocab.model").write_bytes(b"stand-in sentencepiece model")
+    # A real SentencePiece model of the config's vocab_size (100 pieces).
+    from pipelines import tokenizer
+    from tests.pipelines.conftest import write_corpus
+
+    corpus = write_corpus(str(root / "corpus.txt"), num_docs=40)
+    model = tokenizer.train_sentencepiece([corpus], str(root / "sp"),
+                                          vocab_size=tl.VOCAB, seed=1)
+    os.replace(model, root / "vocab.model")
     return root
 
 
@@ -81,6 +89,7 @@ def test_end_to_end_then_resume_with_more_steps(workdir):
     second = _run(_command(workdir, out, 6))
     assert second.returncode == 0, second.stderr[-4000:]
     assert "Resumed from step 4" in second.stderr
+    assert "schedule changed: num_train_steps 4 -> 6" in second.stderr
     assert "step 5/6 loss" in second.stderr and "step 1/6" not in second.stderr
     assert sorted(glob.glob(str(out / "ckpt-*.index")))[-1].endswith("ckpt-6.index")
 
@@ -143,3 +152,56 @@ def test_usage_errors_quote_the_bad_value(tmp_path, workdir):
         tmp_path, preset="albert_base_v2", albert_config_file=cfg)
     assert "does not exist" in _main_error(
         tmp_path, albert_config_file=str(tmp_path / "missing.json"))
+
+
+def test_vocabulary_size_must_match_the_config(tmp_path, workdir):
+    if not FLAGS.is_parsed():
+        FLAGS(["albert-pretrain"])
+    bigger = tmp_path / "bigger.json"
+    tl.tiny_config(vocab_size=120).to_json_file(str(bigger))
+    spm = str(workdir / "vocab.model")
+    values = dict(output_dir=str(tmp_path / "out"), preset=None,
+                  albert_config_file=str(bigger), spm_model_file=spm,
+                  input_file=str(workdir / "data" / "train-*.tfrecord"))
+    with flagsaver.flagsaver(**values):
+        with pytest.raises(ValueError) as info:
+            pretrain.main(["albert-pretrain"])
+    message = str(info.value)
+    assert "\n" not in message
+    for part in (f"--spm_model_file={spm}", "100 pieces", "vocab_size=120",
+                 f"--albert_config_file={bigger}"):
+        assert part in message, message
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"not a sentencepiece model")
+    with flagsaver.flagsaver(**dict(values, spm_model_file=str(junk))):
+        with pytest.raises(ValueError, match="is not a SentencePiece model"):
+            pretrain.main(["albert-pretrain"])
+
+
+def test_configs_are_filled_from_the_flags():
+    from albert_tf import training
+
+    path = os.path.join(REPO, "flags", "recipes", "albert_base_pretrain.cfg")
+    with flagsaver.flagsaver():
+        FLAGS.unparse_flags()
+        FLAGS(["albert-pretrain", f"--flagfile={path}", "--seed=5",
+               "--gradient_accumulation_steps=8", "--masking=dynamic"])
+        optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
+        assert optimization == training.OptimizationConfig(
+            train_batch_size=4096, num_train_steps=125000,
+            learning_rate=0.00176, num_warmup_steps=3125,
+            gradient_accumulation_steps=8)
+        assert (run_config.seed, run_config.mixed_precision,
+                run_config.save_checkpoints_steps) == (5, "auto", 5000)
+        assert (data.max_seq_length, data.max_predictions_per_seq,
+                data.masking) == (512, 20, "dynamic")
+    FLAGS.unparse_flags()
+    # The library's defaults are the flags' (the original's), except the
+    # precision, which the binary resolves from the hardware.
+    for cls in (training.OptimizationConfig, training.RuntimeConfig,
+                training.PretrainingDataConfig):
+        for field in dataclasses.fields(cls):
+            if field.name in FLAGS and field.name not in (
+                    "mixed_precision", "max_seq_length",
+                    "max_predictions_per_seq"):
+                assert field.default == FLAGS[field.name].default, field.name

@@ -40,7 +40,7 @@ def _run(data, output_dir, **kwargs):
     config = args.pop("config", tl.tiny_config())
     return training.run_pretraining(
         config, tl.make_dataset_fn(data, args["train_batch_size"]),
-        str(output_dir), **args)
+        str(output_dir), **tl.pretraining_kwargs(**args))
 
 
 def _weights(model):
@@ -166,14 +166,16 @@ def test_bad_inputs_give_clear_errors(data, tmp_path):
     with pytest.raises(training.TrainingError, match="max_seq_length=12"):
         training.run_pretraining(
             tl.tiny_config(), tl.make_dataset_fn(data, 8, seq_length=12),
-            str(tmp_path / "b"), train_batch_size=8, num_train_steps=2,
-            max_seq_length=12, max_predictions_per_seq=tl.PREDS)
+            str(tmp_path / "b"), **tl.pretraining_kwargs(
+                train_batch_size=8, num_train_steps=2, max_seq_length=12,
+                max_predictions_per_seq=tl.PREDS))
     # A reader that yields the wrong length is caught before training.
     with pytest.raises(training.TrainingError, match=r"'input_ids'.*\[batch, 12\]"):
         training.run_pretraining(
             tl.tiny_config(), tl.make_dataset_fn(data, 8),
-            str(tmp_path / "b2"), train_batch_size=8, num_train_steps=2,
-            max_seq_length=12, max_predictions_per_seq=tl.PREDS)
+            str(tmp_path / "b2"), **tl.pretraining_kwargs(
+                train_batch_size=8, num_train_steps=2, max_seq_length=12,
+                max_predictions_per_seq=tl.PREDS))
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         _run(data, tmp_path / "b3", max_seq_length=32)
     with pytest.raises(ValueError, match="train_batch_size=6"):
@@ -199,10 +201,65 @@ def test_nan_loss_names_step_and_last_good_checkpoint(data, tmp_path):
     with pytest.raises(training.TrainingError) as info:
         training.run_pretraining(
             tl.tiny_config(), poisoned, str(tmp_path / "nan"),
-            train_batch_size=8, num_train_steps=6, num_warmup_steps=1,
-            save_checkpoints_steps=2, log_steps=1)
+            **tl.pretraining_kwargs(
+                train_batch_size=8, num_train_steps=6, num_warmup_steps=1,
+                save_checkpoints_steps=2, log_steps=1))
     message = str(info.value)
     assert "at step 4" in message and "ckpt-2" in message, message
+
+
+def test_resume_with_other_settings_is_refused(data, tmp_path, caplog):
+    out = tmp_path / "run"
+    _run(data, out, num_train_steps=2, save_checkpoints_steps=1)
+    recorded = json.loads((out / training.RUN_SETTINGS_FILENAME).read_text())
+    assert recorded == dict(train_batch_size=8, num_replicas=1,
+                            gradient_accumulation_steps=1,
+                            max_seq_length=tl.SEQ,
+                            max_predictions_per_seq=tl.PREDS,
+                            num_train_steps=2)
+    changes = [dict(train_batch_size=16), dict(gradient_accumulation_steps=2),
+               dict(max_predictions_per_seq=2)]
+    for change in changes:
+        (name, new), = change.items()
+        with pytest.raises(training.TrainingError) as info:
+            _run(data, out, num_train_steps=4, **change)
+        message = str(info.value)
+        for part in (f"{name}={new}", f"{name}={recorded[name]}",
+                     f"--{name}={recorded[name]}", "ckpt-2", "--output_dir"):
+            assert part in message, message
+    # Training longer stays allowed; the log says the schedule changed.
+    with caplog.at_level("WARNING"):
+        longer = _run(data, out, num_train_steps=3)
+    assert longer["global_step"] == 3
+    assert "num_train_steps 2 -> 3" in caplog.text
+    assert json.loads((out / training.RUN_SETTINGS_FILENAME).read_text())[
+        "num_train_steps"] == 3
+
+
+def test_run_evaluation_evaluates_the_named_checkpoint(data, tmp_path):
+    one = _run(data, tmp_path / "one", num_train_steps=1)
+    two = _run(data, tmp_path / "two", num_train_steps=2)
+    eval_fn = tl.make_dataset_fn(data, 8, repeat=False)
+    keys = ("masked_lm_accuracy", "masked_lm_loss", "sentence_order_accuracy",
+            "sentence_order_loss", "loss")
+    want = {1: training.evaluate(one["model"], eval_fn, max_eval_steps=2),
+            2: training.evaluate(two["model"], eval_fn, max_eval_steps=2)}
+    assert want[1]["masked_lm_loss"] != want[2]["masked_lm_loss"]
+    # output_dir holds ckpt-2, but the caller named the one-step checkpoint
+    # (as a prefix, then as its folder): that one is evaluated.
+    for named in (one["checkpoint"], str(tmp_path / "one")):
+        got = training.run_evaluation(
+            tl.tiny_config(), eval_fn, str(tmp_path / "two"),
+            checkpoint=named, max_eval_steps=2)
+        assert got["global_step"] == 1, named
+        for key in keys:
+            np.testing.assert_allclose(got[key], want[1][key], rtol=1e-6,
+                                       err_msg=key)
+    # Without a named checkpoint, output_dir's latest.
+    own = training.run_evaluation(tl.tiny_config(), eval_fn,
+                                  str(tmp_path / "two"), max_eval_steps=2)
+    assert own["global_step"] == 2
+    np.testing.assert_allclose(own["loss"], want[2]["loss"], rtol=1e-6)
 
 
 def _python():
@@ -224,8 +281,13 @@ def _checkpoint_values(prefix):
             if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
-def test_killed_run_resumes_exactly(data, tmp_path):
-    base = dict(data=data, batch=8, steps=6, save_steps=2, dropout=0.1)
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_killed_run_resumes_exactly(data, tmp_path, strategy):
+    # Mirrored on 2 logical CPUs: one input pipeline feeds both replicas, so
+    # a step consumes two of its elements; the resumed run must skip 2 per
+    # completed step, not 1.
+    base = dict(data=data, batch=8, steps=6, save_steps=2, dropout=0.1,
+                strategy=strategy, logical_cpus=2 if strategy == "mirrored" else 1)
     _worker(dict(base, output_dir=str(tmp_path / "straight")))
     killed = _worker(dict(base, output_dir=str(tmp_path / "resumed"),
                           die_after_step=3), check=False)
@@ -315,7 +377,7 @@ def test_mixed_precision_and_xla_follow_float32(data, tmp_path, precision, jit):
 
 
 def test_dynamic_loss_scale_halves_on_overflow_and_grows_when_stable():
-    scale = training._LossScale.create(initial=8.0)
+    scale = training.LossScale.create(initial=8.0)
     scale.period = 2
     history = []
     for finite in (True, True, False, True, False, False):

@@ -2,6 +2,7 @@
 subprocess scripts. Independent of `pipelines` on purpose: the loop is tested
 against the TFRecord contract, not against one reader."""
 
+import dataclasses
 import os
 
 import numpy as np
@@ -100,3 +101,20 @@ def make_dataset_fn(pattern: str, global_batch: int, seq_length: int = SEQ,
 
     return dataset_fn
 
+
+
+def pretraining_kwargs(**settings) -> dict:
+    """Flat settings (the config fields' names, e.g. train_batch_size=8,
+    log_steps=1) -> run_pretraining's optimization / runtime / data configs;
+    other keys (strategy, log_callback, ...) pass through."""
+    from albert_tf import training
+
+    out = {}
+    for name, cls in (("optimization", training.OptimizationConfig),
+                      ("runtime", training.RuntimeConfig),
+                      ("data", training.PretrainingDataConfig)):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        out[name] = cls(**{k: settings.pop(k) for k in list(settings)
+                           if k in fields})
+    out.update(settings)
+    return out

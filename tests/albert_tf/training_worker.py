@@ -7,6 +7,10 @@ JSON keys: data, output_dir, steps, batch, accum, strategy ("default",
 "mirrored", "multi_worker_mirrored"), logical_cpus, die_after_step,
 save_steps, dropout, dump (npz path for the final weights), lr, warmup,
 max_train_seconds.
+mode "fit_step" (keys: init, batch_file, dump, logical_cpus, strategy): one
+`AlbertPretrainer.fit` step with SGD(learning_rate=1) from the weights in
+the npz `init` on the one global batch in the npz `batch_file`; dumps the
+weights, the reported loss and the replica count.
 """
 
 import json
@@ -23,11 +27,37 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 
+def fit_step(args):
+    """One Keras fit step under the requested strategy (see the docstring)."""
+    import keras
+
+    import training_testlib as tl
+    from albert_tf import AlbertPretrainer, runtime
+
+    strategy = runtime.get_strategy(args.get("strategy", "default"))
+    init = dict(np.load(args["init"]))
+    batch = dict(np.load(args["batch_file"]))
+    with strategy.scope():
+        model = AlbertPretrainer(tl.tiny_config())
+        for var in model.weights:
+            var.assign(init[var.path])
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0))
+    dataset = tf.data.Dataset.from_tensor_slices(batch).batch(
+        len(batch["input_ids"]))
+    history = model.fit(dataset, epochs=1, verbose=0, shuffle=False).history
+    weights = {v.path: np.asarray(v.numpy()) for v in model.weights}
+    np.savez(args["dump"], replicas=strategy.num_replicas_in_sync,
+             reported_loss=history["loss"][-1],
+             reported_mlm_loss=history["mlm_loss"][-1], **weights)
+
+
 def main(args):
     if args.get("logical_cpus", 1) > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * args["logical_cpus"])
+    if args.get("mode") == "fit_step":
+        return fit_step(args)
     from absl import logging
 
     import training_testlib as tl
@@ -45,14 +75,16 @@ def main(args):
 
     result = training.run_pretraining(
         config, tl.make_dataset_fn(args["data"], args["batch"]),
-        args["output_dir"], train_batch_size=args["batch"],
-        num_train_steps=args["steps"], num_warmup_steps=args.get("warmup", 2),
-        learning_rate=args.get("lr", 0.01),
-        gradient_accumulation_steps=args.get("accum", 1),
-        save_checkpoints_steps=args.get("save_steps", 2), log_steps=1,
-        max_seq_length=tl.SEQ, max_predictions_per_seq=tl.PREDS,
-        strategy=strategy, seed=args.get("seed", 7), log_callback=callback,
-        max_train_seconds=args.get("max_train_seconds"))
+        args["output_dir"], **tl.pretraining_kwargs(
+            train_batch_size=args["batch"], num_train_steps=args["steps"],
+            num_warmup_steps=args.get("warmup", 2),
+            learning_rate=args.get("lr", 0.01),
+            gradient_accumulation_steps=args.get("accum", 1),
+            save_checkpoints_steps=args.get("save_steps", 2), log_steps=1,
+            max_seq_length=tl.SEQ, max_predictions_per_seq=tl.PREDS,
+            strategy=strategy, seed=args.get("seed", 7),
+            log_callback=callback,
+            max_train_seconds=args.get("max_train_seconds")))
     if args.get("dump"):
         # This worker's copy of every weight; replica copies must agree.
         weights = {}

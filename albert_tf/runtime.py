@@ -1,0 +1,168 @@
+"""Where and how a run computes: distribution strategy, chief worker, precision.
+
+Shared by pretraining (`albert_tf.training`), fine-tuning and export, so that
+every binary reads --strategy / --mixed_precision the same way.
+
+Example:
+
+>>> get_strategy("default").num_replicas_in_sync
+1
+>>> resolve_mixed_precision("float16"), dtype_policy_name("bfloat16")
+('float16', 'mixed_bfloat16')
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+MIXED_PRECISION_CHOICES = ("auto", "float32", "bfloat16", "float16")
+STRATEGY_CHOICES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
+_DTYPE_POLICIES = {
+    "float32": "float32",
+    "bfloat16": "mixed_bfloat16",
+    "float16": "mixed_float16",
+}
+
+
+def get_strategy(name: str = "default", tpu: Optional[str] = None,
+                 num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
+    """Creates the `tf.distribute` strategy named by --strategy.
+
+    Args:
+        name: "default" (no distribution), "mirrored" (one host, several
+            devices), "multi_worker_mirrored" (several hosts; reads TF_CONFIG)
+            or "tpu".
+        tpu: TPU name or grpc:// address for "tpu" ("" = local TPU).
+        num_gpus: GPUs for "mirrored"; None uses all GPUs, or all logical CPU
+            devices when there is no GPU.
+
+    Returns:
+        The strategy.
+
+    Raises:
+        ValueError: an unknown name, or more GPUs asked for than found.
+
+    Example:
+
+    >>> get_strategy("default").num_replicas_in_sync
+    1
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        gpus = tf.config.list_logical_devices("GPU")
+        if num_gpus is not None:
+            if num_gpus > len(gpus):
+                raise ValueError(
+                    f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) found.")
+            gpus = gpus[:num_gpus]
+        devices = [d.name for d in gpus] or [
+            d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker_mirrored":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu=tpu or "")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    raise ValueError(
+        f"Unknown strategy {name!r}; expected one of {', '.join(STRATEGY_CHOICES)}.")
+
+
+def worker_task(strategy: tf.distribute.Strategy) -> Tuple[Optional[str], int]:
+    """(task_type, task_id) of this process in a multi-worker run, else (None, 0).
+
+    Example:
+
+    >>> worker_task(tf.distribute.get_strategy())
+    (None, 0)
+    """
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not isinstance(
+            strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return None, 0
+    return resolver.task_type, int(resolver.task_id or 0)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes checkpoints, summaries and results.
+
+    Example:
+
+    >>> is_chief(tf.distribute.get_strategy())
+    True
+    """
+    task_type, task_id = worker_task(strategy)
+    if task_type is None or task_type == "chief":
+        return True
+    spec = strategy.cluster_resolver.cluster_spec().as_dict()
+    return task_type == "worker" and task_id == 0 and "chief" not in spec
+
+
+def _cpu_has_amx() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return "amx_bf16" in f.read()
+    except OSError:
+        return False
+
+
+def resolve_mixed_precision(choice: str) -> str:
+    """The compute precision a --mixed_precision choice means on this machine.
+
+    "auto" is bfloat16 on a GPU or on a CPU with AMX units (amx_bf16 in
+    /proc/cpuinfo) and float32 elsewhere: without AMX, bfloat16 matmuls on a
+    CPU are slower than float32 ones.
+
+    Args:
+        choice: one of MIXED_PRECISION_CHOICES.
+
+    Returns:
+        "float32", "bfloat16" or "float16".
+
+    Raises:
+        ValueError: an unknown choice.
+
+    Example:
+
+    >>> resolve_mixed_precision("float32")
+    'float32'
+    >>> resolve_mixed_precision("auto") in ("float32", "bfloat16")
+    True
+    """
+    if choice in _DTYPE_POLICIES:
+        return choice
+    if choice != "auto":
+        raise ValueError(
+            f"--mixed_precision={choice!r}; expected one of "
+            f"{', '.join(MIXED_PRECISION_CHOICES)}.")
+    if tf.config.list_physical_devices("GPU") or _cpu_has_amx():
+        return "bfloat16"
+    return "float32"
+
+
+def dtype_policy_name(mixed_precision: str) -> str:
+    """The Keras dtype policy of a resolved precision ("bfloat16" -> "mixed_bfloat16").
+
+    Args:
+        mixed_precision: "float32", "bfloat16" or "float16" (resolve "auto"
+            first with `resolve_mixed_precision`).
+
+    Raises:
+        ValueError: another value.
+
+    Example:
+
+    >>> dtype_policy_name("float16")
+    'mixed_float16'
+    """
+    if mixed_precision not in _DTYPE_POLICIES:
+        raise ValueError(
+            f"mixed_precision={mixed_precision!r}; expected one of "
+            f"{', '.join(sorted(_DTYPE_POLICIES))} (resolve 'auto' with "
+            "resolve_mixed_precision).")
+    return _DTYPE_POLICIES[mixed_precision]

@@ -1,0 +1,172 @@
+"""The settings of a training run, grouped: optimization, runtime, data.
+
+The binaries fill them once from their flags (`Config.from_flags(FLAGS)`: each
+field reads the flag of the same name) and hand them to the library; the demo
+and fine-tuning build them in code. Defaults are the original
+run_pretraining.py's (reference §1).
+
+Example:
+
+>>> opt = OptimizationConfig(train_batch_size=8, num_train_steps=3,
+...                          num_warmup_steps=1)
+>>> opt.validate(num_replicas=2)
+>>> opt.micro_batch_size(num_replicas=2)
+4
+>>> RuntimeConfig().mixed_precision, PretrainingDataConfig().max_eval_steps
+('float32', 100)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from albert_tf import runtime
+
+
+class _FromFlags:
+    """`from_flags`: each field takes the value of the flag of its name."""
+
+    @classmethod
+    def from_flags(cls, flag_values: Any, **overrides: Any):
+        """Builds the config from parsed absl flags.
+
+        Args:
+            flag_values: `absl.flags.FLAGS` (or any object with the fields as
+                attributes); fields without a flag of their name keep their
+                defaults.
+            **overrides: values that win over the flags.
+        """
+        values = {}
+        for field in dataclasses.fields(cls):
+            try:
+                values[field.name] = getattr(flag_values, field.name)
+            except AttributeError:
+                continue  # no such flag in this binary: the default
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizationConfig(_FromFlags):
+    """What one optimizer step is and how the weights move.
+
+    Attributes:
+        train_batch_size: global batch = per-replica micro-batch x replicas x
+            gradient_accumulation_steps.
+        num_train_steps: optimizer steps (also the decay horizon).
+        optimizer: "lamb" or "adamw" (`albert_tf.optimization`).
+        learning_rate: peak learning rate.
+        num_warmup_steps: linear warmup steps.
+        start_warmup_step: the step warmup counts from.
+        poly_power: power of the polynomial decay.
+        weight_decay_rate: decoupled weight decay.
+        clip_norm: global-norm clipping of the global-batch gradient (0: off).
+        gradient_accumulation_steps: micro-batches per step.
+    """
+
+    train_batch_size: int = 4096
+    num_train_steps: int = 125000
+    optimizer: str = "lamb"
+    learning_rate: float = 0.00176
+    num_warmup_steps: int = 3125
+    start_warmup_step: int = 0
+    poly_power: float = 1.0
+    weight_decay_rate: float = 0.01
+    clip_norm: float = 1.0
+    gradient_accumulation_steps: int = 1
+
+    def validate(self, num_replicas: int = 1) -> None:
+        """ValueError naming the setting when the batch does not split evenly."""
+        accum = self.gradient_accumulation_steps
+        if accum < 1:
+            raise ValueError(
+                f"gradient_accumulation_steps must be >= 1, got {accum}.")
+        if (self.train_batch_size <= 0
+                or self.train_batch_size % (num_replicas * accum)):
+            raise ValueError(
+                f"train_batch_size={self.train_batch_size} must be a positive "
+                "multiple of replicas x gradient_accumulation_steps = "
+                f"{num_replicas} x {accum}.")
+        if self.num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got "
+                             f"{self.num_train_steps}.")
+
+    def micro_batch_size(self, num_replicas: int = 1) -> int:
+        """Examples one replica computes at once."""
+        return self.train_batch_size // (num_replicas *
+                                         self.gradient_accumulation_steps)
+
+    def create_schedule(self):
+        """The original's warmup + polynomial decay over num_train_steps."""
+        from albert_tf import optimization
+
+        return optimization.WarmupPolynomialDecay(
+            self.learning_rate, decay_steps=self.num_train_steps,
+            warmup_steps=self.num_warmup_steps, power=self.poly_power,
+            start_warmup_step=self.start_warmup_step)
+
+    def create_optimizer(self, schedule=None):
+        """LAMB or AdamW with the original's exclusions, on `schedule`."""
+        from albert_tf import optimization
+
+        return optimization.create_optimizer(
+            self.optimizer, schedule or self.create_schedule(),
+            weight_decay_rate=self.weight_decay_rate,
+            global_clipnorm=self.clip_norm or None)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeConfig(_FromFlags):
+    """How the run computes, saves and reports (not what it learns).
+
+    Attributes:
+        mixed_precision: "auto", "float32", "bfloat16" or "float16" (float16
+            adds dynamic loss scaling); "auto" is resolved by
+            `albert_tf.runtime.resolve_mixed_precision`.
+        jit_compile: XLA-compile forward and backward passes.
+        save_checkpoints_steps: checkpoint interval in steps.
+        keep_checkpoint_max: checkpoints kept.
+        log_steps: log/summary interval in steps.
+        seed: seeds weight initialisation and dropout.
+        max_train_seconds: stop (with a checkpoint) once training has run
+            this long, even before num_train_steps; the schedule still decays
+            over num_train_steps. Multi-worker runs check it every log_steps.
+    """
+
+    mixed_precision: str = "float32"
+    jit_compile: bool = False
+    save_checkpoints_steps: int = 5000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    seed: int = 12345
+    max_train_seconds: Optional[float] = None
+
+    def resolved_precision(self) -> str:
+        """mixed_precision with "auto" resolved for this machine."""
+        return runtime.resolve_mixed_precision(self.mixed_precision)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainingDataConfig(_FromFlags):
+    """The pretraining data and its evaluation.
+
+    Attributes:
+        max_seq_length: the shards' sequence length; checked against the data
+            (and recorded for resume) when given.
+        max_predictions_per_seq: masked positions per sequence; idem.
+        max_eval_steps: evaluation batches at most.
+        input_file: training shards (a glob or comma-separated globs), for
+            the binaries that build the dataset.
+        eval_input_file: evaluation shards (default: input_file).
+        masking: "static" (the shards' masks) or "dynamic".
+        eval_batch_size: global evaluation batch.
+    """
+
+    max_seq_length: Optional[int] = None
+    max_predictions_per_seq: Optional[int] = None
+    max_eval_steps: int = 100
+    input_file: Optional[str] = None
+    eval_input_file: Optional[str] = None
+    masking: str = "static"
+    eval_batch_size: int = 64

@@ -1,0 +1,238 @@
+"""`run_pretraining`: the loop that ties the training pieces together.
+
+Reading order: `_check_arguments` -> `TrainState.create` ->
+`restore_or_warm_start` + `check_run_settings` -> `distributed_train_iterator`
+-> `build_train_step` -> `_train_loop` (with `MetricsLogger` and `StopPolicy`)
+-> `_write_outputs` -> `final_evaluation`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any, Callable, Dict, Optional
+
+import keras
+import tensorflow as tf
+from absl import logging
+
+from albert_tf import runtime as runtime_lib
+from albert_tf.config import AlbertConfig
+from albert_tf.training.common import DatasetFn, TrainingError
+from albert_tf.training.configs import (
+    OptimizationConfig,
+    PretrainingDataConfig,
+    RuntimeConfig,
+)
+from albert_tf.training.evaluation import final_evaluation
+from albert_tf.training.reporting import MetricsLogger, StopPolicy
+from albert_tf.training.state import (
+    TrainState,
+    check_or_write_config,
+    check_run_settings,
+    restore_or_warm_start,
+    run_settings,
+)
+from albert_tf.training.step import build_train_step, distributed_train_iterator
+
+
+def _check_arguments(config: AlbertConfig, optimization: OptimizationConfig,
+                     runtime: RuntimeConfig, data: PretrainingDataConfig,
+                     num_replicas: int) -> str:
+    """ValueError on inconsistent settings; returns the resolved precision."""
+    optimization.validate(num_replicas)
+    precision = runtime.resolved_precision()
+    if data.max_seq_length and data.max_seq_length > config.max_position_embeddings:
+        raise ValueError(
+            f"max_seq_length={data.max_seq_length} exceeds the model's "
+            f"max_position_embeddings={config.max_position_embeddings}.")
+    return precision
+
+
+def _train_loop(train_step, iterator, state: TrainState, start_step: int,
+                stop: StopPolicy, logger: MetricsLogger,
+                last_checkpoint: Optional[str], chief: bool,
+                data: PretrainingDataConfig, train_batch_size: int) -> None:
+    """Steps until the stop policy says so; logs and saves on its cadence."""
+    step = start_step
+    while step < stop.num_train_steps:
+        try:
+            terms = train_step(iterator)
+        except (tf.errors.OutOfRangeError, StopIteration) as e:
+            if step == start_step:
+                raise TrainingError(
+                    "The training data yielded no batch: are the input files "
+                    "empty, or smaller than one global batch of "
+                    f"{train_batch_size}?") from e
+            raise TrainingError(
+                f"The training data ran out at step {step} of "
+                f"{stop.num_train_steps}; the dataset must repeat.") from e
+        except tf.errors.InvalidArgumentError as e:
+            if step == start_step:
+                raise TrainingError(
+                    "The first batch could not be read or used; are the "
+                    "features of the length given by --max_seq_length="
+                    f"{data.max_seq_length} / --max_predictions_per_seq="
+                    f"{data.max_predictions_per_seq}? {e.message}") from e
+            raise
+        step += 1
+        logger.add(step, terms)
+        log_now, save_now, stop_now = stop.decide(step)
+        if log_now or save_now:
+            logger.flush(last_checkpoint)
+        if log_now:
+            logger.log(step)
+        if save_now:
+            path = state.manager.save(checkpoint_number=step)
+            if chief:
+                last_checkpoint = path
+                logging.info("Saved checkpoint %s", path)
+        if stop_now:
+            break
+
+
+def run_pretraining(
+    config: AlbertConfig,
+    train_dataset_fn: DatasetFn,
+    output_dir: str,
+    *,
+    optimization: OptimizationConfig,
+    runtime: Optional[RuntimeConfig] = None,
+    data: Optional[PretrainingDataConfig] = None,
+    init_checkpoint: Optional[str] = None,
+    spm_model_file: Optional[str] = None,
+    eval_dataset_fn: Optional[DatasetFn] = None,
+    strategy: Optional[tf.distribute.Strategy] = None,
+    log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
+) -> Dict[str, Any]:
+    """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
+
+    Restarting with the same arguments resumes from the latest checkpoint in
+    output_dir (weights, optimizer slots, step, loss scale, dropout RNG state,
+    data position) and logs "Resumed from step N". The data position is
+    restored by skipping what the completed steps consumed (one per-replica
+    batch per replica, per step): exact for a deterministic dataset_fn, but
+    the skipped batches are read again, which takes time for long runs. The
+    settings that fix what a step means (global batch, replicas,
+    accumulation, sequence and prediction lengths) are recorded in
+    training_settings.json; resuming with others is a TrainingError. A larger
+    num_train_steps is allowed (the schedule change is logged).
+
+    Args:
+        config: the model config; output_dir must not hold another one.
+        train_dataset_fn: ``InputContext -> tf.data.Dataset`` yielding dict
+            batches with the TFRecord feature names, of
+            ``input_context.get_per_replica_batch_size(train_batch_size)``
+            examples, repeating (e.g. `pipelines.pretraining_dataset`). It must
+            be deterministic for an exact resume (seeded shuffles).
+        output_dir: checkpoints (ckpt-<step>), TensorBoard summaries (train/,
+            eval/), albert_config.json, training_settings.json,
+            model.weights.safetensors, the SentencePiece model,
+            eval_results.txt.
+        optimization: batch, steps, optimizer and schedule.
+        runtime: precision, XLA, checkpoint/log cadence, seed, time budget
+            (default `RuntimeConfig()`).
+        data: lengths checked against the data, evaluation steps (default
+            `PretrainingDataConfig()`: no length check).
+        init_checkpoint: warm start from anything `albert_tf.load_checkpoint`
+            reads (ignored when resuming).
+        spm_model_file: SentencePiece model copied into output_dir.
+        eval_dataset_fn: if given, evaluate after training and write
+            eval_results.txt.
+        strategy: a `tf.distribute.Strategy` (default: the current one).
+        log_callback: called with each logged dict (step, loss, ...).
+
+    Returns:
+        dict with global_step, the last interval's train metrics (loss,
+        mlm_accuracy, sop_accuracy, learning_rate, examples_per_second, ...),
+        checkpoint (latest path), model (the trained `AlbertPretrainer`), and
+        eval_* results when evaluated.
+
+    Example (tiny model, constant data):
+
+    >>> import tempfile, albert_tf, tensorflow as tf
+    >>> from albert_tf import training
+    >>> def dataset_fn(ctx):
+    ...     ex = {"input_ids": tf.ones([16], tf.int32),
+    ...           "input_mask": tf.ones([16], tf.int32),
+    ...           "segment_ids": tf.zeros([16], tf.int32),
+    ...           "masked_lm_positions": tf.constant([1, 2], tf.int32),
+    ...           "masked_lm_ids": tf.constant([5, 6], tf.int32),
+    ...           "masked_lm_weights": tf.ones([2]),
+    ...           "next_sentence_labels": tf.constant(0, tf.int32)}
+    ...     b = ctx.get_per_replica_batch_size(8)
+    ...     return tf.data.Dataset.from_tensors(ex).repeat().batch(b)
+    >>> result = training.run_pretraining(
+    ...     albert_tf.AlbertConfig.tiny(), dataset_fn, tempfile.mkdtemp(),
+    ...     optimization=training.OptimizationConfig(
+    ...         train_batch_size=8, num_train_steps=2, num_warmup_steps=1),
+    ...     runtime=training.RuntimeConfig(log_steps=1))
+    >>> result["global_step"]
+    2
+    """
+    runtime = runtime or RuntimeConfig()
+    data = data or PretrainingDataConfig()
+    strategy = strategy or tf.distribute.get_strategy()
+    replicas = strategy.num_replicas_in_sync
+    precision = _check_arguments(config, optimization, runtime, data, replicas)
+    accum = optimization.gradient_accumulation_steps
+    chief = runtime_lib.is_chief(strategy)
+    task_type, task_id = runtime_lib.worker_task(strategy)
+
+    tf.io.gfile.makedirs(output_dir)
+    check_or_write_config(config, output_dir, chief)
+    # Non-chief workers must take part in saving (collectives) but write to a
+    # private folder that is removed at the end.
+    ckpt_dir = output_dir if chief else os.path.join(
+        output_dir, f".worker-{task_type}-{task_id}")
+
+    keras.utils.set_random_seed(runtime.seed)
+    state = TrainState.create(config, optimization, precision, strategy,
+                              ckpt_dir, runtime.keep_checkpoint_max)
+    latest = restore_or_warm_start(state, output_dir, init_checkpoint, config)
+    check_run_settings(
+        output_dir, run_settings(optimization, replicas, data.max_seq_length,
+                                 data.max_predictions_per_seq),
+        latest, chief)
+    start_step = state.step
+
+    iterator = distributed_train_iterator(
+        strategy, train_dataset_fn, start_step, data.max_seq_length,
+        data.max_predictions_per_seq, optimization.train_batch_size // replicas)
+    train_step = build_train_step(state, strategy, accum, runtime.jit_compile)
+    writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+              if chief else tf.summary.create_noop_writer())
+    logger = MetricsLogger(state.schedule, optimization.num_train_steps,
+                           optimization.train_batch_size, writer, start_step,
+                           runtime.max_train_seconds, log_callback)
+    stop = StopPolicy(strategy, optimization.num_train_steps,
+                      runtime.log_steps, runtime.save_checkpoints_steps,
+                      runtime.max_train_seconds)
+
+    logging.info(
+        "Training steps %d..%d: global batch %d = %d per replica micro-batch "
+        "x %d replicas x %d accumulation steps; %s, %s", start_step,
+        optimization.num_train_steps, optimization.train_batch_size,
+        optimization.micro_batch_size(replicas), replicas, accum,
+        optimization.optimizer, precision)
+    _train_loop(train_step, iterator, state, start_step, stop, logger, latest,
+                chief, data, optimization.train_batch_size)
+
+    result: Dict[str, Any] = {"global_step": state.step}
+    result.update({k: v for k, v in logger.last.items() if k != "step"})
+    result["checkpoint"] = tf.train.latest_checkpoint(output_dir)
+    result["model"] = state.model
+    if chief:
+        from albert_tf import checkpoints  # lazy: optional heavy imports
+
+        checkpoints.save_pretrained(state.model, output_dir,
+                                    spm_model_file=spm_model_file)
+    else:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+    if eval_dataset_fn is not None:
+        results = final_evaluation(state.model, eval_dataset_fn, strategy,
+                                   data.max_eval_steps, result["global_step"],
+                                   output_dir, chief)
+        result.update({f"eval_{k}": v for k, v in results.items()})
+    return result
