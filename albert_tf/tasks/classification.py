@@ -130,7 +130,7 @@ class ClassificationTask(FinetuneTask):
         return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
 
     def build_model(self, config, init_checkpoint, train_data: ClassificationData) -> keras.Model:
-        from albert_tf.models.classifier import AlbertClassifier
+        from albert_tf.models import AlbertClassifier
 
         num_classes = 1 if self.is_regression else len(train_data.label_names)
         kwargs = {"num_classes": num_classes, "dropout_rate": self.options.dropout_rate}

@@ -163,22 +163,15 @@ def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, 
             "epochs": epochs, "steps_per_epoch": per_epoch}
 
 
-def _make_optimizer(options: FinetuneOptions, schedule, model):
-    """The original's AdamW (no bias correction, its exclusions), with layer-wise decay when asked."""
-    try:
-        from albert_tf import optimizers
-    except ImportError:
-        optimizers = None
-    if optimizers is not None and hasattr(optimizers, "adamw"):
-        kwargs = {"weight_decay_rate": options.weight_decay_rate}
-        if options.layerwise_lr_decay is not None:
-            kwargs.update(layerwise_lr_decay=options.layerwise_lr_decay, model=model)
-        return optimizers.adamw(schedule, **kwargs)
-    if options.layerwise_lr_decay is not None:
-        raise ValueError("--layerwise_lr_decay needs albert_tf.optimizers.adamw, which this install lacks.")
-    from albert_tf.optimization import create_optimizer
+def _make_optimizer(options: FinetuneOptions, schedule: Dict[str, int], model):
+    """The original's AdamW (no bias correction, its exclusions, linear warmup then linear decay)."""
+    from albert_tf import optimizers
 
-    return create_optimizer("adamw", schedule, weight_decay_rate=options.weight_decay_rate)
+    return optimizers.adamw(options.learning_rate, num_train_steps=schedule["total_steps"],
+                            num_warmup_steps=schedule["warmup_steps"],
+                            weight_decay_rate=options.weight_decay_rate,
+                            layerwise_lr_decay=options.layerwise_lr_decay,
+                            model=model if options.layerwise_lr_decay is not None else None)
 
 
 def write_eval_results(path: str, results: Dict[str, Any]) -> None:
@@ -244,7 +237,6 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file) -> Any
     import keras
 
     import albert_tf
-    from albert_tf.optimization import WarmupPolynomialDecay
     from albert_tf.tasks import callbacks as cb
 
     schedule = training_schedule(task.num_examples(train_data), options)
@@ -255,9 +247,7 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file) -> Any
                  strategy.num_replicas_in_sync)
     with strategy.scope():
         model = task.build_model(_model_config(options), options.init_checkpoint, train_data)
-        lr = WarmupPolynomialDecay(options.learning_rate, decay_steps=schedule["total_steps"],
-                                   warmup_steps=schedule["warmup_steps"])
-        model.compile(optimizer=_make_optimizer(options, lr, model), loss=task.loss(),
+        model.compile(optimizer=_make_optimizer(options, schedule, model), loss=task.loss(),
                       metrics=task.compile_metrics())
         resume = cb.ResumeCheckpoint(options.output_dir, model)
         initial_epoch = resume.restore()
