@@ -65,6 +65,9 @@ class FinetuneTask:
         self.name = name
         self.options = options
 
+    def adopt_saved_model(self, task_config: Dict[str, Any]) -> None:
+        """Takes what reading needs (e.g. the tag set) from a saved model's task_config (eval-only runs)."""
+
     # ------------------------------------------------------------ data
     def read(self, data_dir: str, split: str) -> Optional[Any]:
         """The examples of one split, or None when an optional split (test) has no file."""

@@ -307,6 +307,15 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
         strategy = runtime.get_strategy(options.strategy, tpu=options.tpu, num_gpus=options.num_gpus)
         logging.info("Task %s, %s, strategy %s (%d replica(s)).", task.name, precision, options.strategy,
                      strategy.num_replicas_in_sync)
+        model = None
+        if not options.do_train:  # evaluate/predict the model this output_dir holds
+            if not os.path.exists(os.path.join(options.output_dir, "task_config.json")):
+                raise FileNotFoundError(
+                    f"--output_dir={options.output_dir!r} holds no fine-tuned model (no task_config.json): "
+                    "without --do_train, --do_eval/--do_predict use the model a training run saved there.")
+            with strategy.scope():
+                model = albert_tf.load_task_model(options.output_dir)
+            task.adopt_saved_model(model.task_config)
         train_data = task.read(options.data_dir, "train") if options.do_train else None
         dev_data = task.read(options.data_dir, "dev") if (options.do_eval or options.do_train) else None
         if options.do_eval and dev_data is None:
@@ -321,9 +330,6 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                     raise FileNotFoundError(f"--do_predict: no test or dev split in --data_dir={options.data_dir!r}.")
         if options.do_train:
             model = _train(task, options, strategy, train_data, dev_data, task_options.spm_model_file)
-        else:
-            with strategy.scope():
-                model = albert_tf.load_task_model(options.output_dir)
         result: Dict[str, Any] = {"model": model, "task": task}
         if options.do_eval:
             results = task.evaluate(model, dev_data, options.eval_batch_size)

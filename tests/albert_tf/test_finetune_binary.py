@@ -175,6 +175,30 @@ def test_race(tmp_path, assets):
     _check_reload_reproduces_eval("race", data, out, results, assets)
 
 
+def test_tagging_and_an_eval_only_rerun(tmp_path, assets):
+    data = finetune_data.conll(str(tmp_path / "conll"))
+    out = str(tmp_path / "out")
+    _run(_argv("tagging", data, out, assets))
+    results = read_eval_results(os.path.join(out, "eval_results.txt"))
+    assert set(results) == {"token_accuracy", "precision", "recall", "f1", "num_sentences"}
+    assert results["num_sentences"] == 4
+    assert all(0.0 <= results[k] <= 1.0 for k in ("token_accuracy", "precision", "recall", "f1"))
+    with open(os.path.join(out, "tagging_predictions.txt")) as f:
+        blocks = [b.splitlines() for b in f.read().strip("\n").split("\n\n")]
+    with open(os.path.join(data, "test.txt")) as f:
+        test_words = [b.split() for b in f.read().strip("\n").split("\n\n")]
+    assert [[line.split("\t")[0] for line in b] for b in blocks] == test_words
+    assert all(line.split("\t")[1] in ("B-KA", "I-KA", "O") for b in blocks for line in b)
+    with open(os.path.join(out, "task_config.json")) as f:
+        assert json.load(f)["tag_names"] == ["B-KA", "I-KA", "O"]
+    _check_model_folder(out, "tagging")
+    # Evaluating again without training reads the tag set from the saved model.
+    os.remove(os.path.join(out, "eval_results.txt"))
+    _run([a for a in _argv("tagging", data, out, assets) if not a.startswith("--albert_config_file")
+          and a not in ("--do_train", "--do_predict")] + ["--nodo_train", "--nodo_predict"])
+    assert read_eval_results(os.path.join(out, "eval_results.txt")) == pytest.approx(results)
+
+
 class _Interrupt(Exception):
     pass
 

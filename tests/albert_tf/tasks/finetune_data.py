@@ -89,3 +89,22 @@ def race(folder, n_train=6, n_dev=3):
         _write(os.path.join(folder, "RACE", split, "middle", "all.txt"), records(n // 2 or 1, off))
         _write(os.path.join(folder, "RACE", split, "high", "all.txt"), records(n - n // 2 or 1, off + 50))
     return folder
+
+
+def conll(folder, n_train=8, n_dev=4, n_test=2):
+    """train/dev.txt "word TAG" lines (a word starting with "ka" is B-KA, the word after it I-KA); test untagged."""
+    def sentences(n, off, tagged=True):
+        blocks = []
+        for i in range(n):
+            words = [WORDS[(i + off + k) % 8] + WORDS[(i * 5 + k) % 8] for k in range(5)]
+            lines, previous = [], "O"
+            for word in words:
+                tag = "B-KA" if word.startswith("ka") else ("I-KA" if previous == "B-KA" else "O")
+                lines.append(f"{word} NN {tag}" if tagged else word)
+                previous = tag
+            blocks.append("\n".join(lines))
+        return "-DOCSTART- -X- O\n\n" * tagged + "\n\n".join(blocks) + "\n"
+    _write(os.path.join(folder, "train.txt"), sentences(n_train, 0))
+    _write(os.path.join(folder, "dev.txt"), sentences(n_dev, 3))
+    _write(os.path.join(folder, "test.txt"), sentences(n_test, 5, tagged=False))
+    return folder
