@@ -254,7 +254,8 @@ class TaskModel(keras.Model):
         if (isinstance(x, tuple) and len(x) == 2 and all(isinstance(part, (list, tuple)) for part in x)
                 and x[0] and isinstance(x[0][0], (str, bytes))):
             pairs = (tf.constant(list(x[0])), tf.constant(list(x[1])))
-            return tf.data.Dataset.from_tensor_slices((pairs,)).map(lambda p: p).batch(batch_size or 32)
+            # A 1-tuple element: Keras reads it as x = (text, text_pair), not as (x, y).
+            return tf.data.Dataset.from_tensor_slices((pairs,)).batch(batch_size or 32)
         return None
 
     def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):

@@ -1,0 +1,73 @@
+"""AlbertClassifier: the head's maths, the losses against NumPy, fit/predict on strings."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from tests.albert_tf.task_testlib import sentences, tiny_config, train_tiny_spm
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    return train_tiny_spm(str(tmp_path_factory.mktemp("spm")))
+
+
+def _ids():
+    ids = tf.constant([[2, 17, 43, 3, 0], [2, 9, 3, 8, 3]])
+    return {"input_ids": ids, "input_mask": tf.cast(ids > 0, tf.int32),
+            "segment_ids": tf.constant([[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]])}
+
+
+def test_logits_are_the_pooled_output_times_output_weights():
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3)
+    x = _ids()
+    pooled = clf.encoder(x)["pooled_output"].numpy()
+    w = clf.head.output_weights.numpy()
+    b = clf.head.output_bias.numpy()
+    assert w.shape == (3, 16)
+    np.testing.assert_allclose(clf(x).numpy(), pooled @ w.T + b, atol=1e-6)
+
+
+def test_cross_entropy_and_squared_error_against_numpy():
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3)
+    logits = np.array([[1.0, 2.0, 0.5], [0.0, -1.0, 3.0]], np.float32)
+    labels = np.array([1, 0])
+    total, count = clf.loss_terms(None, tf.constant(labels), tf.constant(logits))
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    assert float(count) == 2
+    assert float(total) == pytest.approx(-(log_p[0, 1] + log_p[1, 0]), rel=1e-6)
+    reg = albert_tf.AlbertClassifier(tiny_config(), 1)
+    assert reg.is_regression
+    total, count = reg.loss_terms(None, tf.constant([0.5, 4.0]), tf.constant([[1.0], [2.0]]),
+                                  sample_weight=tf.constant([1.0, 0.5]))
+    assert float(total) == pytest.approx(0.25 + 0.5 * 4.0)
+
+
+def test_fit_predict_and_evaluate_on_strings(spm_model):
+    pre = albert_tf.AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    clf = albert_tf.AlbertClassifier(tiny_config(), 2, preprocessor=pre, label_names=["no", "yes"])
+    texts, labels = sentences(48)
+    data = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(16)
+    clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3), metrics=["accuracy"])
+    before = clf.evaluate(data, verbose=0, return_dict=True)
+    # The reported loss is the mean cross-entropy over the whole set.
+    logits = clf.predict(texts, verbose=0)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    assert before["loss"] == pytest.approx(-np.mean(log_p[np.arange(48), labels]), rel=1e-4)
+    history = clf.fit(data, epochs=2, verbose=0, shuffle=False)
+    assert history.history["loss"][-1] < before["loss"]
+    assert clf.predict(["ka lo", "mi"], verbose=0).shape == (2, 2)
+
+
+def test_regression_fits_float_labels(spm_model):
+    pre = albert_tf.AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    reg = albert_tf.AlbertClassifier(tiny_config(), 1, preprocessor=pre)
+    texts, labels = sentences(16)
+    data = tf.data.Dataset.from_tensor_slices((texts, labels.astype(np.float32) * 5.0)).batch(8)
+    reg.compile(optimizer=albert_tf.optimizers.adamw(1e-2))
+    before = reg.evaluate(data, verbose=0)
+    preds = reg.predict(texts, verbose=0)[:, 0]
+    assert before == pytest.approx(np.mean((preds - labels * 5.0) ** 2), rel=1e-4)
+    reg.fit(data, epochs=3, verbose=0, shuffle=False)
+    assert reg.evaluate(data, verbose=0) < before

@@ -1,0 +1,84 @@
+"""AlbertSpanQA: the v1 head and loss, the v2 (XLNet-style) head's masking,
+conditioning on the start, beam outputs and answerability loss."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm
+
+IDS = {"input_ids": tf.constant([[2, 7, 3, 9, 10, 11, 3, 0], [2, 8, 8, 3, 12, 13, 3, 0]]),
+       "input_mask": tf.constant([[1, 1, 1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1, 0]]),
+       "segment_ids": tf.constant([[0, 0, 0, 1, 1, 1, 1, 0], [0, 0, 0, 0, 1, 1, 1, 0]])}
+LABELS = {"start_positions": tf.constant([3, 0]), "end_positions": tf.constant([5, 0]),
+          "is_impossible": tf.constant([0, 1])}
+
+
+def _log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+
+def test_v1_logits_and_loss_against_numpy():
+    qa = albert_tf.AlbertSpanQA(tiny_config())
+    out = qa(IDS)
+    seq = qa.encoder(IDS)["sequence_output"].numpy()
+    logits = seq @ qa.span_head.output_weights.numpy().T + qa.span_head.output_bias.numpy()
+    np.testing.assert_allclose(out["start_logits"].numpy()[:, :7], logits[:, :7, 0], atol=1e-6)
+    np.testing.assert_allclose(out["end_logits"].numpy()[:, :7], logits[:, :7, 1], atol=1e-6)
+    assert (out["start_logits"].numpy()[:, 7] < -1e29).all()  # padding masked
+    total, count = qa.loss_terms(IDS, LABELS, out)
+    s, e = _log_softmax(out["start_logits"].numpy()), _log_softmax(out["end_logits"].numpy())
+    want = -0.5 * (s[0, 3] + e[0, 5] + s[1, 0] + e[1, 0])
+    assert float(count) == 2 and float(total) == pytest.approx(want, rel=1e-5)
+
+
+def test_v2_masks_conditions_on_start_and_beams():
+    qa = albert_tf.AlbertSpanQA(tiny_config(), version_2=True, start_n_top=2, end_n_top=3)
+    p_mask = qa.answer_mask(IDS).numpy()
+    # Only [CLS] and the second segment's non-[SEP] tokens may answer.
+    assert p_mask.tolist() == [[0, 1, 1, 0, 0, 0, 1, 1], [0, 1, 1, 1, 0, 0, 1, 1]]
+    out = qa(IDS)
+    assert (out["start_logits"].numpy()[p_mask == 1] == -1e30).all()
+    assert out["start_top_index"].shape == (2, 2) and out["end_top_index"].shape == (2, 2, 3)
+    assert out["cls_logits"].shape == (2,)
+    # The end logits at inference are those conditioned on the best start.
+    best = out["start_top_index"][:, 0]
+    forced = qa({**IDS, "start_positions": best})
+    np.testing.assert_allclose(out["end_logits"].numpy(), forced["end_logits"].numpy(), atol=1e-5)
+    other = qa({**IDS, "start_positions": tf.constant([4, 5])})
+    allowed = p_mask == 0
+    assert not np.allclose(other["end_logits"].numpy()[allowed], forced["end_logits"].numpy()[allowed])
+    # The beam's end log-probs are the top of log_softmax(end logits) for each start.
+    want = np.sort(_log_softmax(forced["end_logits"].numpy()), -1)[:, ::-1][:, :3]
+    np.testing.assert_allclose(out["end_top_log_probs"].numpy()[:, 0], want, atol=1e-5)
+    # Loss: (CE start + CE end) / 2 + BCE(cls, is_impossible) / 2, conditioned on the gold start.
+    gold = qa._forward(IDS, LABELS, training=False)
+    total, _ = qa.loss_terms(IDS, LABELS, gold)
+    s, e = _log_softmax(gold["start_logits"].numpy()), _log_softmax(gold["end_logits"].numpy())
+    c = gold["cls_logits"].numpy()
+    bce = np.log1p(np.exp(-np.abs(c))) + np.maximum(c, 0) - c * np.array([0, 1])
+    want = -0.5 * (s[0, 3] + e[0, 5] + s[1, 0] + e[1, 0]) + 0.5 * bce.sum()
+    assert float(total) == pytest.approx(want, rel=1e-5)
+
+
+def test_strings_pack_question_then_context(tmp_path):
+    pre = albert_tf.AlbertTextPreprocessor(train_tiny_spm(str(tmp_path)), max_seq_length=12)
+    qa = albert_tf.AlbertSpanQA(tiny_config(), preprocessor=pre, max_query_length=3)
+    question, context = tf.constant(["ka lo mi ten ser"]), tf.constant(["qua vi don ka lo mi ten ser"])
+    features = qa.features((question, context))
+    q = pre.tokenize(question).to_list()[0][:3]
+    c = pre.tokenize(context).to_list()[0][:12 - 3 - 3]
+    assert features["input_ids"].numpy()[0].tolist() == [2] + q + [3] + c + [3]
+    out = qa.predict((["ka lo mi ten ser"], ["qua vi don ka lo mi ten ser"]), verbose=0)
+    assert out["start_logits"].shape == (1, 12)
+
+
+def test_fit_v2_reduces_the_loss():
+    qa = albert_tf.AlbertSpanQA(tiny_config(), version_2=True)
+    qa.compile(optimizer=albert_tf.optimizers.adamw(1e-2))
+    history = qa.fit(tf.data.Dataset.from_tensors((IDS, LABELS)).repeat(4), epochs=1, verbose=0,
+                      shuffle=False)
+    first = qa.evaluate(tf.data.Dataset.from_tensors((IDS, LABELS)), verbose=0)
+    assert np.isfinite(history.history["loss"][0]) and first < history.history["loss"][0]
