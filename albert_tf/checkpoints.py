@@ -1,7 +1,7 @@
 """Loading and saving weights: original TF1 checkpoints, Hugging Face, our own format.
 
 One canonical naming drives every converter: the original google-research
-checkpoint names (reference §3.3), e.g.
+checkpoint names (as in the released TF1 checkpoints), e.g.
 `bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel`.
 `original_variable_map` gives, for a built `AlbertPretrainer`, the variable
 behind each canonical name; the Hugging Face reader only translates its key

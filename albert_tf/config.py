@@ -316,7 +316,7 @@ def _albert(hidden, layers, heads, dropout):
 
 
 _PRESETS: Dict[str, Dict[str, Any]] = {
-    # Released configs (reference §5): v1 uses dropout 0.1 (xxlarge 0), v2 none.
+    # The released albert_config.json files: v1 uses dropout 0.1 (xxlarge 0), v2 none.
     "albert_base_v1": _albert(768, 12, 12, 0.1),
     "albert_large_v1": _albert(1024, 24, 16, 0.1),
     "albert_xlarge_v1": _albert(2048, 24, 16, 0.1),

@@ -30,6 +30,14 @@ def get_activation(name: str) -> Callable:
     Args:
         name: "gelu" (tanh approximation), "gelu_new", "gelu_exact" (erf),
             "relu", "tanh" or "linear".
+
+    Returns:
+        A function of a tensor.
+
+    Example:
+    >>> import numpy as np
+    >>> [round(float(get_activation(n)(np.float32(1.0))), 4) for n in ("gelu", "gelu_exact", "relu")]
+    [0.8412, 0.8413, 1.0]
     """
     if name not in _ACTIVATIONS:
         raise ValueError(f"Unknown activation {name!r}; expected one of {sorted(_ACTIVATIONS)}.")

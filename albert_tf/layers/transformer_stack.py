@@ -53,6 +53,8 @@ class AlbertTransformerStack(keras.layers.Layer):
         config: an `AlbertConfig`.
 
     Example:
+    >>> import tensorflow as tf
+    >>> from albert_tf.layers import attention_mask_bias
     >>> stack = AlbertTransformerStack(AlbertConfig.tiny())
     >>> x = tf.random.normal([1, 5, 32])
     >>> stack(x, attention_mask_bias(tf.ones([1, 5])))[-1].shape

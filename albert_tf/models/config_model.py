@@ -11,6 +11,12 @@ class ConfigModel(keras.Model):
     Subclasses create their layers in `__init__` and call themselves once on a
     dummy batch so that every weight exists after construction; `get_config`
     and `from_config` round-trip through the config's dict.
+
+    Example:
+    >>> from albert_tf import AlbertConfig, AlbertEncoder
+    >>> encoder = AlbertEncoder(AlbertConfig.tiny())
+    >>> AlbertEncoder.from_config(encoder.get_config()).config == encoder.config
+    True
     """
 
     def build(self, input_shape=None):
