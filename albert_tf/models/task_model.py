@@ -104,6 +104,26 @@ def _is_text(value) -> bool:
     return isinstance(value, (tf.Tensor, tf.RaggedTensor, keras.KerasTensor)) and value.dtype == tf.string
 
 
+def _is_python_text(value) -> bool:
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "US"
+    if isinstance(value, (list, tuple)) and value:
+        return all(isinstance(v, (str, bytes)) or _is_python_text(v) for v in value)
+    return False
+
+
+def _texts_as_tensors(x):
+    """Python/NumPy strings -> tf.string tensors (Keras's adapters take those)."""
+    if isinstance(x, tuple) and len(x) == 2 and all(
+            _is_python_text(part) and not isinstance(part, (str, bytes)) for part in x):
+        return tuple(tf.constant(part) for part in x)  # (texts, text_pairs)
+    if _is_python_text(x):
+        return tf.constant(x)
+    if isinstance(x, Mapping):
+        return {k: tf.constant(v) if _is_python_text(v) else v for k, v in x.items()}
+    return x
+
+
 class TaskModel(keras.Model):
     """Shared machinery of the task models (not used directly).
 
@@ -247,24 +267,18 @@ class TaskModel(keras.Model):
         return self._step(data, training=False)
 
     # -------------------------------------------------------- convenience
-    def _as_dataset(self, x, batch_size):
-        """Python strings (a list, or a tuple of two lists) -> a batched dataset."""
-        if isinstance(x, (list, tuple)) and x and isinstance(x[0], (str, bytes)):
-            return tf.data.Dataset.from_tensor_slices(tf.constant(list(x))).batch(batch_size or 32)
-        if (isinstance(x, tuple) and len(x) == 2 and all(isinstance(part, (list, tuple)) for part in x)
-                and x[0] and isinstance(x[0][0], (str, bytes))):
-            pairs = (tf.constant(list(x[0])), tf.constant(list(x[1])))
-            # A 1-tuple element: Keras reads it as x = (text, text_pair), not as (x, y).
-            return tf.data.Dataset.from_tensor_slices((pairs,)).batch(batch_size or 32)
-        return None
+    def fit(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.fit`; x may also be Python strings (see `predict`)."""
+        return super().fit(_texts_as_tensors(x), y, *args, **kwargs)
 
-    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
-        """`keras.Model.predict`, also on a plain list of strings (or a
-        tuple of two lists for pairs)."""
-        dataset = self._as_dataset(x, batch_size)
-        if dataset is not None:
-            x, batch_size = dataset, None
-        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)
+    def evaluate(self, x=None, y=None, *args, **kwargs):
+        """`keras.Model.evaluate`; x may also be Python strings (see `predict`)."""
+        return super().evaluate(_texts_as_tensors(x), y, *args, **kwargs)
+
+    def predict(self, x, *args, **kwargs):
+        """`keras.Model.predict`, also on Python strings: a list (or NumPy
+        array) of texts, a tuple (texts, text_pairs), or a dict of them."""
+        return super().predict(_texts_as_tensors(x), *args, **kwargs)
 
     @property
     def task_config(self) -> dict:

@@ -71,3 +71,17 @@ def test_regression_fits_float_labels(spm_model):
     assert before == pytest.approx(np.mean((preds - labels * 5.0) ** 2), rel=1e-4)
     reg.fit(data, epochs=3, verbose=0, shuffle=False)
     assert reg.evaluate(data, verbose=0) < before
+
+
+def test_fit_evaluate_predict_on_python_lists(spm_model):
+    pre = albert_tf.AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    clf = albert_tf.AlbertClassifier(tiny_config(), 2, preprocessor=pre, dropout_rate=0.0)
+    clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3), metrics=["accuracy"])
+    texts, labels = sentences(16)
+    history = clf.fit(texts, labels, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    assert np.isfinite(history.history["loss"][0])
+    loss, _ = clf.evaluate((texts, texts[::-1]), labels, batch_size=8, verbose=0)
+    pair_logits = clf.predict((texts, texts[::-1]), batch_size=8, verbose=0)
+    log_p = pair_logits - np.log(np.exp(pair_logits).sum(-1, keepdims=True))
+    assert loss == pytest.approx(-np.mean(log_p[np.arange(16), labels]), rel=1e-4)
+    np.testing.assert_allclose(clf.predict(np.array(texts), verbose=0), clf.predict(texts, verbose=0), atol=1e-6)

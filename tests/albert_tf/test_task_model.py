@@ -70,8 +70,7 @@ def test_from_pretrained_loads_the_encoder_and_finds_spm(tmp_path, spm_model):
     assert task_model.find_spm_model(folder) == os.path.join(folder, "spm.model")
 
 
-@pytest.mark.parametrize("task", ["classifier"])
-def test_fit_under_mirrored_strategy_equals_the_default_strategy(tmp_path, task):
+def test_fit_under_mirrored_strategy_equals_the_default_strategy(tmp_path):
     """One step of fit on 2 logical CPUs == one step on one device, same batch.
 
     The tagging case puts 2 labelled tokens on one replica and 8 on the
