@@ -35,8 +35,12 @@ from absl import app, flags, logging
 FLAGS = flags.FLAGS
 
 # TensorFlow C++ messages below this level are hidden by default in the
-# binaries: 1 hides INFO notices, warnings and errors still show.
-DEFAULT_TF_CPP_MIN_LOG_LEVEL = "1"
+# binaries. 3 hides ERROR lines too: on a CPU-only machine TensorFlow logs
+# harmless notices at ERROR ("failed call to cuInit", "oneDNN supports DT_INT32
+# only on platforms with AVX-512"), while real failures reach Python as
+# exceptions, which the binaries print in one line. TF_CPP_MIN_LOG_LEVEL=0
+# shows everything.
+DEFAULT_TF_CPP_MIN_LOG_LEVEL = "3"
 
 # Start-up lines TensorFlow prints while it loads and looks for devices; none
 # of them means that something is wrong on a CPU-only machine.
@@ -58,7 +62,7 @@ def quiet_tensorflow_log() -> bool:
         >>> import os
         >>> saved = os.environ.pop("TF_CPP_MIN_LOG_LEVEL", None)
         >>> quiet_tensorflow_log(), os.environ["TF_CPP_MIN_LOG_LEVEL"]
-        (True, '1')
+        (True, '3')
         >>> os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"  # the user's choice wins
         >>> quiet_tensorflow_log(), os.environ["TF_CPP_MIN_LOG_LEVEL"]
         (False, '0')
@@ -108,6 +112,8 @@ def _start_tensorflow_quietly() -> None:
     (listing devices does not fix the runtime's device setup, so a binary can
     still configure logical devices afterwards).
     """
+    have_nvidia_driver = os.path.exists("/proc/driver/nvidia")
+    gpus = []
     sys.stderr.flush()
     saved_fd = os.dup(2)
     with tempfile.TemporaryFile(mode="w+b") as captured:
@@ -115,15 +121,19 @@ def _start_tensorflow_quietly() -> None:
         try:
             import tensorflow as tf
 
-            tf.config.list_physical_devices("GPU")
+            gpus = tf.config.list_physical_devices("GPU")
         finally:
             sys.stderr.flush()
             os.dup2(saved_fd, 2)
             os.close(saved_fd)
             captured.seek(0)
             text = captured.read().decode("utf-8", errors="replace")
-            sys.stderr.write(filter_startup_log(text, os.path.exists("/proc/driver/nvidia")))
+            sys.stderr.write(filter_startup_log(text, have_nvidia_driver))
             sys.stderr.flush()
+    if have_nvidia_driver and not gpus:
+        logging.warning(
+            "This machine has an NVIDIA driver but TensorFlow sees no GPU; run with TF_CPP_MIN_LOG_LEVEL=0 "
+            "to see TensorFlow's reasons.")
 
 
 def _group_title(function_name: str) -> str:

@@ -19,11 +19,16 @@ def main(argv):
         raise app.UsageError("--input_file and --model_prefix are required.")
     from pipelines import tokenizer  # here, not at import: see albert_tf/bin/common.py
 
-    path = tokenizer.train_sentencepiece(
-        FLAGS.input_file.split(","), FLAGS.model_prefix, vocab_size=FLAGS.vocab_size,
-        do_lower_case=FLAGS.do_lower_case, input_sentence_size=FLAGS.input_sentence_size,
-        seed=FLAGS.random_seed, character_coverage=FLAGS.character_coverage,
-        num_threads=FLAGS.num_threads)
+    try:
+        path = tokenizer.train_sentencepiece(
+            FLAGS.input_file.split(","), FLAGS.model_prefix, vocab_size=FLAGS.vocab_size,
+            do_lower_case=FLAGS.do_lower_case, input_sentence_size=FLAGS.input_sentence_size,
+            seed=FLAGS.random_seed, character_coverage=FLAGS.character_coverage,
+            num_threads=FLAGS.num_threads)
+    except RuntimeError as e:
+        # SentencePiece's trainer reports bad settings as RuntimeError("INTERNAL: file(line) [check] message").
+        detail = str(e).split("] ", 1)[-1].strip()
+        raise ValueError(f"SentencePiece training failed (--vocab_size={FLAGS.vocab_size}): {detail}") from e
     vocab = tokenizer.SentencePieceVocab.from_file(path)
     logging.info("Wrote %s (%d pieces) and %s.vocab.", path, vocab.vocab_size, FLAGS.model_prefix)
 

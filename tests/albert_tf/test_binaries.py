@@ -39,6 +39,8 @@ def runs(tmp_path_factory):
     config_file.write_text(json.dumps(AlbertConfig.tiny().to_dict()))
     shard = work / "data.tfrecord"
     shard.write_bytes(b"not empty")  # never read: the missing checkpoint stops the run first
+    corpus = work / "corpus.txt"
+    corpus.write_text("the cat sat on the mat.\nthe dog sat on the log.\n\na bird sang.\n")
     commands = {
         "convert_help": ["albert-convert", "--help"],
         "pretrain_helpshort": ["albert-pretrain", "--helpshort"],
@@ -46,6 +48,9 @@ def runs(tmp_path_factory):
         "convert_missing_input": ["albert-convert", f"--input={work / 'missing'}", f"--output_dir={work / 'out'}"],
         "create_vocab_missing_input": [
             "albert-create-vocab", f"--input_file={work / 'missing*.txt'}", f"--model_prefix={work / 'vocab'}"
+        ],
+        "create_vocab_vocab_too_big": [  # SentencePiece's own RuntimeError, turned into one line
+            "albert-create-vocab", f"--input_file={corpus}", f"--model_prefix={work / 'vocab'}", "--vocab_size=5000"
         ],
         "pretrain_missing_init_checkpoint": [
             "albert-pretrain", f"--albert_config_file={config_file}", f"--input_file={shard}",
@@ -105,6 +110,7 @@ def test_helpfull_still_lists_every_flag(runs):
 @pytest.mark.parametrize("key,binary,flag", [
     ("convert_missing_input", "albert-convert", "--input"),
     ("create_vocab_missing_input", "albert-create-vocab", "--input_file"),
+    ("create_vocab_vocab_too_big", "albert-create-vocab", "SentencePiece training failed (--vocab_size=5000)"),
     ("pretrain_missing_init_checkpoint", "albert-pretrain", "--init_checkpoint"),
 ])
 def test_bad_input_is_one_line_naming_the_flag(runs, key, binary, flag):
@@ -114,8 +120,8 @@ def test_bad_input_is_one_line_naming_the_flag(runs, key, binary, flag):
     # The binary's own INFO lines (absl format, filtered too) may come first; its error is one line.
     lines = common.filter_startup_log(done.stderr, have_nvidia_driver=False).splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{binary}: {flag}: "), lines
-    assert "missing" in lines[0]
+    assert lines[0].startswith(f"{binary}: {flag}"), lines
+    assert "missing" in lines[0] or "Vocabulary size too high" in lines[0], lines
 
 
 def test_no_cuda_error_on_a_cpu_only_machine(runs):
