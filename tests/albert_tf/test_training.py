@@ -236,6 +236,26 @@ def test_resume_with_other_settings_is_refused(data, tmp_path, caplog):
         "num_train_steps"] == 3
 
 
+def test_resume_on_other_replica_count_is_refused(tmp_path):
+    """The replica count (not changeable in one process) through the same check."""
+    from albert_tf.training import state
+
+    settings = state.run_settings(
+        training.OptimizationConfig(train_batch_size=8, num_train_steps=4),
+        num_replicas=2, max_seq_length=None, max_predictions_per_seq=3)
+    state.check_run_settings(str(tmp_path), settings, None, chief=True)
+    with pytest.raises(training.TrainingError) as info:
+        state.check_run_settings(str(tmp_path), dict(settings, num_replicas=1),
+                                 "run/ckpt-2", chief=True)
+    message = str(info.value)
+    for part in ("num_replicas=1", "num_replicas=2", "2 replica(s)",
+                 "--strategy", "run/ckpt-2"):
+        assert part in message, message
+    # An unknown length (None) on either side is not a mismatch.
+    state.check_run_settings(str(tmp_path), dict(settings, max_seq_length=16),
+                             "run/ckpt-2", chief=False)
+
+
 def test_run_evaluation_evaluates_the_named_checkpoint(data, tmp_path):
     one = _run(data, tmp_path / "one", num_train_steps=1)
     two = _run(data, tmp_path / "two", num_train_steps=2)
