@@ -267,6 +267,26 @@ class TaskModel(keras.Model):
         return self._step(data, training=False)
 
     # -------------------------------------------------------- convenience
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a tf.distribute strategy Keras 3.15 builds its metrics from a
+        # MEAN over the replicas' first batch, which fails on string inputs
+        # (AddN of strings). The model is built already; only shapes and
+        # dtypes matter here, so the first replica's batch serves.
+        if self._distribute_strategy is None or iterator is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        strategy = self.distribute_strategy
+
+        def first_replica(value):
+            if isinstance(value, tf.distribute.DistributedValues):
+                return strategy.experimental_local_results(value)[0]
+            return value
+
+        for _, _, it in iterator:
+            data_batch = tf.nest.map_structure(first_replica, next(it))
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
     def fit(self, x=None, y=None, *args, **kwargs):
         """`keras.Model.fit`; x may also be Python strings (see `predict`)."""
         return super().fit(_texts_as_tensors(x), y, *args, **kwargs)
