@@ -9,6 +9,7 @@ from albert_tf import optimizers
 
 __version__ = "0.1.0"
 from albert_tf.checkpoints import load_checkpoint, save_pretrained
+from albert_tf.export import export_saved_model
 from albert_tf.optimization import AdamWeightDecay, Lamb, WarmupPolynomialDecay, create_optimizer
 from albert_tf.training import (
     OptimizationConfig,

@@ -1,0 +1,104 @@
+r"""albert-export: a SavedModel for TF Serving, raw text in, predictions out.
+
+    albert-export --checkpoint=runs/sst2 --head=classifier \
+        --export_dir=exports/albert_sst2
+
+writes exports/albert_sst2/1/ (the next free version number; --version=N to
+choose; an existing version is never overwritten). Serve it with
+`docker run -p 8501:8501 -v "$PWD/exports/albert_sst2:/models/albert_sst2"
+-e MODEL_NAME=albert_sst2 <a TF Serving image with the tensorflow-text ops>`.
+
+--checkpoint: for --head=encoder or pretrainer, anything
+albert_tf.load_checkpoint reads, with its SentencePiece model beside it
+(spm.model, or the only *.model file) or given by --spm_model_file; for the
+task heads (classifier, span_qa, multiple_choice, tagging), an albert-finetune
+output directory. Signatures: serving_default (text in), serve_text_pair
+(encoder, classifier, tagging), serve_token_ids (ids in); see
+albert_tf/export.py for every head's inputs and outputs. The text signatures
+need a model server with the tensorflow-text ops; --notext_signatures writes
+an ids-only model (serve_token_ids, also as serving_default) that a stock
+TF Serving loads.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from absl import app, flags, logging
+
+import flags.export_flags as export_flags
+
+FLAGS = flags.FLAGS
+_PRETRAINED_HEADS = ("encoder", "pretrainer")
+
+
+def find_spm_model(checkpoint: str) -> Optional[str]:
+    """spm.model, or the only *.model file, in the checkpoint's folder (None if neither)."""
+    folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    folder = folder or "."
+    if os.path.exists(os.path.join(folder, "spm.model")):
+        return os.path.join(folder, "spm.model")
+    candidates = sorted(f for f in os.listdir(folder) if f.endswith(".model")) if os.path.isdir(folder) else []
+    return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
+
+
+def _load_model(head: str):
+    """The model to export and the SentencePiece file to use (None: the model's own)."""
+    import albert_tf
+
+    if head in _PRETRAINED_HEADS:
+        spm = FLAGS.spm_model_file or find_spm_model(FLAGS.checkpoint)
+        if spm is None:
+            raise ValueError(
+                f"--spm_model_file: no SentencePiece model next to --checkpoint={FLAGS.checkpoint!r} "
+                "(looked for spm.model or a single *.model file); pass --spm_model_file."
+            )
+        pretrainer = albert_tf.load_checkpoint(FLAGS.checkpoint)
+        return (pretrainer.encoder if head == "encoder" else pretrainer), spm
+    load_task_model = getattr(albert_tf, "load_task_model", None)
+    if load_task_model is None:
+        raise ValueError(f"--head={head}: this installation has no albert_tf.load_task_model.")
+    return load_task_model(FLAGS.checkpoint), FLAGS.spm_model_file
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
+    for name in ("checkpoint", "export_dir", "head"):
+        if not FLAGS[name].value:
+            raise app.UsageError(f"--{name} is required.")
+    from albert_tf.export import export_saved_model
+
+    if not os.path.exists(FLAGS.checkpoint) and not os.path.exists(FLAGS.checkpoint + ".index"):
+        raise FileNotFoundError(f"--checkpoint={FLAGS.checkpoint!r} does not exist.")
+    model, spm = _load_model(FLAGS.head)
+    path = export_saved_model(
+        model,
+        FLAGS.export_dir,
+        head=FLAGS.head,
+        version=FLAGS.version,
+        max_seq_length=FLAGS.max_seq_length,
+        spm_model_file=spm,
+        do_lower_case=FLAGS.do_lower_case,
+        top_k=FLAGS.top_k,
+        max_answer_length=FLAGS.max_answer_length,
+        text_signatures=FLAGS.text_signatures,
+    )
+    logging.info("Exported the %s of %s to %s (signatures: saved_model_cli show --dir %s --all).",
+                 FLAGS.head, FLAGS.checkpoint, path, path)
+
+
+def _define_flags() -> None:
+    export_flags.define_export_flags()
+
+
+def run() -> None:
+    """Console-script entry point (setup.py: albert-export)."""
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, _define_flags, "albert-export", __doc__)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,57 @@
+"""absl flags of albert-export (SavedModels for TF Serving).
+
+```python
+from absl import app
+import flags.export_flags as export_flags
+
+def run():
+    export_flags.define_export_flags()
+    app.run(main)
+```
+
+A flag is defined once per process (shared with the other groups through
+`flags.core_flags._define`); its first definition wins.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+import flags.core_flags as albert_flags
+
+_define = albert_flags._define
+
+HEAD_CHOICES = ("encoder", "pretrainer", "classifier", "span_qa", "multiple_choice", "tagging")
+
+
+def define_export_flags() -> None:
+    """--checkpoint, --spm_model_file, --export_dir, --version, --head and the head options."""
+    _define(flags.DEFINE_string, "checkpoint", None,
+            "What to export. encoder/pretrainer: anything albert_tf.load_checkpoint reads (an "
+            "albert-tf folder, a training checkpoint, an original TF1 checkpoint, a Hugging Face "
+            "folder). Task heads: an albert-finetune output directory.")
+    _define(flags.DEFINE_string, "spm_model_file", None,
+            "SentencePiece model. Default: spm.model (or the only *.model file) next to --checkpoint; "
+            "task models use the one saved with them.")
+    _define(flags.DEFINE_string, "export_dir", None,
+            "The model's folder, TF Serving's model base path (e.g. exports/albert_sst2); the "
+            "SavedModel is written to <export_dir>/<version>/.")
+    _define(flags.DEFINE_integer, "version", None,
+            "Version folder number. Default: one more than the largest existing version (1 when "
+            "none). An existing version is never overwritten.", lower_bound=0)
+    _define(flags.DEFINE_enum, "head", None, list(HEAD_CHOICES),
+            "Which model to export: the encoder (embeddings), the pretrainer (fill-mask) or a "
+            "fine-tuned task model (classifier, span_qa, multiple_choice, tagging).")
+    _define(flags.DEFINE_integer, "max_seq_length", None,
+            "Longest packed sequence served; longer text is truncated as in training. Default: "
+            "the task model's, else 128 (or the model's max_position_embeddings if smaller).")
+    _define(flags.DEFINE_bool, "do_lower_case", None,
+            "Lower-case the text. Default: the task model's setting, else true.")
+    _define(flags.DEFINE_integer, "top_k", 5,
+            "pretrainer: candidates returned for each [MASK].", lower_bound=1)
+    _define(flags.DEFINE_integer, "max_answer_length", 30,
+            "span_qa: longest answer, in SentencePiece pieces.", lower_bound=1)
+    _define(flags.DEFINE_bool, "text_signatures", True,
+            "Write the raw-text signatures (the graph then needs the tensorflow-text ops in the "
+            "model server). --notext_signatures writes only serve_token_ids (also as "
+            "serving_default), which a stock TF Serving loads.")

@@ -1,0 +1,97 @@
+"""Loads exported SavedModels the way a model server would and answers requests.
+
+Run in a fresh process by tests/albert_tf/test_export.py:
+
+    python export_worker.py JOBS.json RESULTS.json
+
+Only `tensorflow` and `tensorflow_text` (for the SentencePiece op) are
+imported, never albert_tf: the export must stand on its own. Each job names a
+SavedModel folder, a signature and either `inputs` (name -> nested lists,
+fed as tensors of the signature's dtypes) or `rest` (a TF Serving REST
+request body, turned into tensors the way TF Serving's row format does: a
+list of per-instance dicts, or of bare values when the signature has one
+input, becomes one batched tensor per input). Jobs with "graph_mode": true
+also load the folder with the TF1 SavedModel loader in a session, as TF
+Serving's C++ server does, and record those outputs separately.
+"""
+
+import json
+import sys
+
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op)
+
+
+def rest_to_inputs(body, input_specs):
+    """A TF Serving REST row-format body -> {input name: tensor}."""
+    if set(body) - {"instances", "signature_name"}:
+        raise ValueError(f"Unsupported request keys: {sorted(body)}")
+    instances = body["instances"]
+    if all(isinstance(row, dict) for row in instances):
+        names = set(instances[0])
+        if any(set(row) != names for row in instances):
+            raise ValueError("Every instance must name the same inputs.")
+        if names != set(input_specs):
+            raise ValueError(f"Request inputs {sorted(names)} != signature inputs {sorted(input_specs)}.")
+        columns = {name: [row[name] for row in instances] for name in names}
+    elif len(input_specs) == 1:
+        columns = {next(iter(input_specs)): instances}
+    else:
+        raise ValueError("Bare instances need a signature with exactly one input.")
+    return {name: tf.constant(values, dtype=input_specs[name].dtype) for name, values in columns.items()}
+
+
+def to_json(value):
+    array = value.numpy() if hasattr(value, "numpy") else value
+    kind = array.dtype.kind
+    if kind in "SO":
+        values = tf.nest.map_structure(lambda b: b.decode("utf-8"), array.tolist())
+    else:
+        values = array.tolist()
+    return {"dtype": str(array.dtype), "shape": list(array.shape), "values": values}
+
+
+def run_graph_mode(path, signature, inputs):
+    """TF1 loader + session: how TF Serving and saved_model_cli load a SavedModel."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.compat.v1.Session(graph=graph) as sess:
+        meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], path)
+        sig = meta.signature_def[signature]
+        feeds = {sig.inputs[name].name: value.numpy() for name, value in inputs.items()}
+        names = sorted(sig.outputs)
+        values = sess.run([sig.outputs[name].name for name in names], feeds)
+    return {name: to_json(value) for name, value in zip(names, values)}
+
+
+def main(jobs_path, results_path):
+    with open(jobs_path, encoding="utf-8") as f:
+        jobs = json.load(f)
+    loaded = {}
+    results = {}
+    for job in jobs:
+        if job["path"] not in loaded:
+            loaded[job["path"]] = tf.saved_model.load(job["path"])
+        fn = loaded[job["path"]].signatures[job["signature"]]
+        specs = fn.structured_input_signature[1]
+        if "rest" in job:
+            inputs = rest_to_inputs(job["rest"], specs)
+        else:
+            inputs = {name: tf.constant(value, dtype=specs[name].dtype) for name, value in job["inputs"].items()}
+        outputs = fn(**inputs)
+        result = {
+            "signatures": sorted(loaded[job["path"]].signatures.keys()),
+            "inputs": sorted(specs),
+            "input_shapes": {name: spec.shape.as_list() for name, spec in specs.items()},
+            "outputs": {name: to_json(value) for name, value in outputs.items()},
+        }
+        if job.get("graph_mode"):
+            result["graph_outputs"] = run_graph_mode(job["path"], job["signature"], inputs)
+        results[job["id"]] = result
+    results["__modules__"] = sorted(name for name in sys.modules if name.split(".")[0] in ("albert_tf", "keras",
+                                                                                               "pipelines"))
+    with open(results_path, "w", encoding="utf-8") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,545 @@
+"""SavedModel export: every head exports, reloads in a fresh process with only
+tensorflow + tensorflow_text, and answers as the Keras model does.
+
+One module fixture exports every head once (tiny models, max_seq_length 32)
+and computes the expected answers here, from the Keras models and NumPy /
+SentencePiece references; ONE fresh subprocess (export_worker.py) then loads
+every export and answers all requests, including TF Serving REST bodies and
+the TF1 session loader that TF Serving and saved_model_cli use.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+WORKER = os.path.join(HERE, "export_worker.py")
+MAX_LEN = 32
+VOCAB = 120
+LONG = "Ka lo mi ten ser, qua vi don. " * 60  # far longer than MAX_LEN pieces
+TEXTS = ["The quick brown fox ka lo.", "", "   \t  ", "Café naïve résumé ÀÉÎ", "中文的句子很好", "emoji 😀🎉 ok", LONG]
+PAIRS = ["ten ser qua", "vi don", "", "Crème brûlée", "更多中文", "🙂", LONG]
+LABELS = ["negative", "neutral", "positive"]
+TAGS = ["O", "B-X", "I-X", "B-Y"]
+FILL_MASK = ["the [MASK] of ka [MASK] lo.", "no mask here", "[MASK]", "", "[MASK][MASK] end", LONG + " [MASK]"]
+QUESTIONS = ["what is ka?", "", "where is 中文?", "x " * 80]
+CONTEXTS = ["ka lo mi ten ser qua vi don.", "vi don", "", "ten ser qua " * 30]
+CHOICES = [["ka lo", "mi ten", "ser"], ["", "😀", "qua vi don"], ["a", "b", "c"], [LONG, "x", "y"]]
+
+# The README's TF Serving REST bodies (POST /v1/models/MODEL_NAME:predict) and the
+# output keys the README documents for them.
+REST_REQUESTS = {
+    "encoder": {"instances": [{"text": "A sentence to embed."}]},
+    "encoder_pair": {"signature_name": "serve_text_pair",
+                     "instances": [{"text": "First segment.", "text_pair": "Second segment."}]},
+    "pretrainer": {"instances": [{"text": "The [MASK] sat on the mat."}]},
+    "classifier": {"instances": [{"text": "A fine, moving film."}, {"text": "Dull and far too long."}]},
+    "classifier_bare": {"instances": ["A fine, moving film.", "Dull and far too long."]},
+    "regression": {"instances": [{"text": "A man is playing a guitar."}]},
+    "span_qa": {"instances": [{"text": "Who wrote the letter?", "text_pair": "The letter was written by Ann."}]},
+    "span_qa_v2": {"instances": [{"text": "Who wrote the letter?", "text_pair": "The letter was written by Ann."}]},
+    "multiple_choice": {"instances": [{"text": "Ann wrote a letter to Tom.",
+                                       "choices": ["Ann wrote it", "Tom wrote it", "Nobody wrote it"]}]},
+    "tagging": {"instances": [{"text": "Ann lives in Paris."}]},
+    "classifier_ids": {"signature_name": "serve_token_ids",
+                       "instances": [{"input_ids": [2, 30, 41, 3], "input_mask": [1, 1, 1, 1],
+                                      "segment_ids": [0, 0, 0, 0]}]},
+}
+DOCUMENTED_OUTPUTS = {
+    "encoder": {"pooled_output", "sequence_output", "input_mask"},
+    "pretrainer": {"masked_positions", "top_k_ids", "top_k_pieces", "top_k_scores"},
+    "classifier": {"probabilities", "label", "logits"},
+    "regression": {"value", "logits"},
+    "span_qa": {"answer", "start", "end", "score"},
+    "span_qa_v2": {"answer", "start", "end", "score", "no_answer_probability"},
+    "multiple_choice": {"probabilities", "logits", "choice"},
+    "tagging": {"tags", "pieces", "tag_ids", "input_mask"},
+}
+REST_MODEL = {"encoder_pair": "encoder", "classifier_bare": "classifier", "classifier_ids": "classifier"}
+# The README's saved_model_cli commands (MODEL_DIR = the exported version folder).
+README_CLI_RUN_IDS = ("saved_model_cli run --dir MODEL_DIR --tag_set serve --signature_def serve_token_ids "
+                      "--input_exprs 'input_ids=[[2,30,41,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]'")
+README_CLI_RUN_TEXT = ("python -c 'import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli "
+                       "import main; sys.argv[0] = \"saved_model_cli\"; main()' run --dir MODEL_DIR --tag_set serve "
+                       "--signature_def serving_default --input_exprs 'text=[\"A fine, moving film.\"]'")
+
+
+# ---------------------------------------------------------------- fixtures
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _train_spm(folder):
+    from pipelines import tokenizer
+    from tests.pipelines.conftest import write_corpus
+
+    corpus = write_corpus(os.path.join(folder, "corpus.txt"), num_docs=60)
+    return tokenizer.train_sentencepiece([corpus], os.path.join(folder, "sp"), vocab_size=VOCAB, seed=1)
+
+
+def _build_models(spm):
+    import keras
+
+    import albert_tf
+
+    keras.utils.set_random_seed(7)  # before any SentencePiece op exists (tf-keras-notes.md)
+    config = albert_tf.AlbertConfig(vocab_size=VOCAB, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                                    num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
+    pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=MAX_LEN)
+    pretrainer = albert_tf.AlbertPretrainer(config)
+    return config, pre, {
+        "encoder": pretrainer.encoder,
+        "pretrainer": pretrainer,
+        "classifier": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
+        # Trained under mixed precision: served float32.
+        "regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre, dtype="mixed_bfloat16"),
+        "span_qa": albert_tf.AlbertSpanQA(config, preprocessor=pre, max_query_length=8),
+        "span_qa_v2": albert_tf.AlbertSpanQA(config, preprocessor=pre, version_2=True, max_query_length=8),
+        "multiple_choice": albert_tf.AlbertMultipleChoice(config, 3, preprocessor=pre, max_qa_length=8),
+        "tagging": albert_tf.AlbertTokenClassifier(config, len(TAGS), preprocessor=pre, tag_names=TAGS),
+    }
+
+
+def _ids_job(pre, texts, pairs=None):
+    import tensorflow as tf
+
+    ids = pre(tf.constant(texts), None if pairs is None else tf.constant(pairs))
+    return {k: v.numpy().tolist() for k, v in ids.items()}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """Exports every head, runs the binary, computes expectations, runs the worker once."""
+    import tensorflow as tf
+
+    import albert_tf
+
+    root = str(tmp_path_factory.mktemp("export"))
+    spm = _train_spm(root)
+    config, pre, models = _build_models(spm)
+    paths = {}
+    for head, model in models.items():
+        kwargs = {"spm_model_file": spm, "max_seq_length": MAX_LEN} if head in ("encoder", "pretrainer") else {}
+        paths[head] = albert_tf.export_saved_model(model, os.path.join(root, "exports", head), top_k=4, **kwargs)
+    paths["binary_classifier"] = _run_binary_classifier(root, models["classifier"])
+
+    jobs, expected = [], {}
+
+    def add(job_id, head, signature, inputs=None, rest=None, graph_mode=False, want=None):
+        job = {"id": job_id, "path": paths[head], "signature": signature, "graph_mode": graph_mode}
+        job.update({"inputs": inputs} if rest is None else {"rest": rest})
+        jobs.append(job)
+        expected[job_id] = want
+
+    enc = models["encoder"]
+    for job_id, texts, pairs in (("encoder", TEXTS, None), ("encoder_pair", TEXTS, PAIRS),
+                                 ("encoder_1", ["one text"], None), ("encoder_64", (TEXTS * 10)[:64], None)):
+        ids = pre(tf.constant(texts), None if pairs is None else tf.constant(pairs))
+        out = enc(ids)
+        want = {"pooled_output": out["pooled_output"].numpy(), "sequence_output": out["sequence_output"].numpy(),
+                "input_mask": ids["input_mask"].numpy()}
+        inputs = {"text": texts} if pairs is None else {"text": texts, "text_pair": pairs}
+        add(job_id, "encoder", "serving_default" if pairs is None else "serve_text_pair", inputs,
+            graph_mode=job_id == "encoder", want=want)
+    add("encoder_ids", "encoder", "serve_token_ids", _ids_job(pre, TEXTS), want=expected["encoder"])
+
+    add("pretrainer", "pretrainer", "serving_default", {"text": FILL_MASK}, graph_mode=True,
+        want=_fill_mask_expectation(models["pretrainer"], spm, pre))
+    add("classifier", "classifier", "serving_default", {"text": TEXTS}, graph_mode=True,
+        want=_classifier_expectation(models["classifier"], tf.constant(TEXTS)))
+    add("classifier_pair", "classifier", "serve_text_pair", {"text": TEXTS, "text_pair": PAIRS},
+        want=_classifier_expectation(models["classifier"], (tf.constant(TEXTS), tf.constant(PAIRS))))
+    # The binary's ids-only export: the same classifier on the ids of the same texts.
+    add("binary_classifier", "binary_classifier", "serving_default", _ids_job(pre, TEXTS), graph_mode=True,
+        want=expected["classifier"])
+    add("regression", "regression", "serving_default", {"text": TEXTS}, graph_mode=True,
+        want={"value": models["regression"](tf.constant(TEXTS)).numpy()[:, 0]})
+    for head in ("span_qa", "span_qa_v2"):
+        add(head, head, "serving_default", {"text": QUESTIONS, "text_pair": CONTEXTS}, graph_mode=True,
+            want=_span_expectation(models[head], spm))
+    mc_logits = models["multiple_choice"]({"text": tf.constant([c for c in CONTEXTS]),
+                                           "choices": tf.constant(CHOICES)}).numpy()
+    add("multiple_choice", "multiple_choice", "serving_default", {"text": CONTEXTS, "choices": CHOICES},
+        graph_mode=True, want={"probabilities": _softmax(mc_logits), "choice": mc_logits.argmax(-1)})
+    add("tagging", "tagging", "serving_default", {"text": TEXTS}, graph_mode=True,
+        want=_tagging_expectation(models["tagging"], spm, pre))
+    for name, body in REST_REQUESTS.items():
+        add("rest_" + name, REST_MODEL.get(name, name), body.get("signature_name", "serving_default"),
+            rest=body, want=DOCUMENTED_OUTPUTS[REST_MODEL.get(name, name)])
+
+    jobs_path = os.path.join(root, "jobs.json")
+    results_path = os.path.join(root, "results.json")
+    with open(jobs_path, "w", encoding="utf-8") as f:
+        json.dump(jobs, f)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    proc = subprocess.run([sys.executable, WORKER, jobs_path, results_path], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open(results_path, encoding="utf-8") as f:
+        results = json.load(f)
+    return {"root": root, "paths": paths, "results": results, "expected": expected, "spm": spm,
+            "models": models, "pre": pre}
+
+
+def _run_binary_classifier(root, classifier):
+    """albert-export on a fine-tuned output directory (save_task_model), ids only."""
+    import albert_tf
+
+    task_dir = os.path.join(root, "finetuned")
+    albert_tf.save_task_model(classifier, task_dir)
+    export_dir = os.path.join(root, "exports", "binary_classifier")
+    proc = _albert_export("--checkpoint=" + task_dir, "--head=classifier", "--export_dir=" + export_dir,
+                          "--notext_signatures")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return os.path.join(export_dir, "1")
+
+
+def _albert_export(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "albert_tf.bin.export", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# ------------------------------------------------------------ references
+def _sp(spm):
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor()
+    sp.Load(spm)
+    return sp
+
+
+def _fill_mask_expectation(pretrainer, spm, pre):
+    """Ids built by hand ([CLS] part [MASK] part ... [SEP], cut to MAX_LEN - 2), NumPy softmax."""
+    import tensorflow as tf
+
+    rows = []
+    for text in FILL_MASK:
+        body = []
+        for i, part in enumerate(text.split("[MASK]")):
+            if i:
+                body.append(4)
+            body.extend(pre.tokenize(tf.constant([part])).to_list()[0])
+        rows.append([2] + body[:MAX_LEN - 2] + [3])
+    width = max(len(r) for r in rows)
+    input_ids = np.array([r + [0] * (width - len(r)) for r in rows], np.int32)
+    input_mask = np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows], np.int32)
+    positions = [[i for i, t in enumerate(r) if t == 4] for r in rows]
+    most = max(len(p) for p in positions)
+    padded = np.array([p + [0] * (most - len(p)) for p in positions], np.int32).reshape(len(rows), most)
+    logits = pretrainer({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": 0 * input_ids,
+                         "masked_lm_positions": padded})["mlm_logits"].numpy()
+    return {"positions": positions, "probs": _softmax(logits.astype(np.float64)),
+            "pieces": [_sp(spm).IdToPiece(i) for i in range(VOCAB)]}
+
+
+def _classifier_expectation(classifier, inputs):
+    logits = classifier(inputs).numpy()
+    return {"logits": logits, "probabilities": _softmax(logits), "label": [LABELS[i] for i in logits.argmax(-1)]}
+
+
+def _span_expectation(model, spm):
+    """Brute force over every (start, end) in the context (v1), or over the beam (v2)."""
+    import tensorflow as tf
+
+    features = model.features({"text": tf.constant(QUESTIONS), "text_pair": tf.constant(CONTEXTS)})
+    out = {k: v.numpy() for k, v in model(features).items()}
+    ids = features["input_ids"].numpy()
+    context = (features["segment_ids"].numpy() == 1) & (features["input_mask"].numpy() == 1) & (ids != 3)
+    sp = _sp(spm)
+    want = {"answer": [], "start": [], "end": [], "score": []}
+    for b in range(len(QUESTIONS)):
+        if model.version_2:
+            candidates = [(out["start_top_log_probs"][b, i] + out["end_top_log_probs"][b, i, j],
+                           out["start_top_index"][b, i], out["end_top_index"][b, i, j])
+                          for i in range(out["start_top_index"].shape[1])
+                          for j in range(out["end_top_index"].shape[2])]
+        else:
+            positions = np.flatnonzero(context[b])
+            candidates = [(out["start_logits"][b, s] + out["end_logits"][b, e], s, e)
+                          for s in positions for e in positions]
+        candidates = [c for c in candidates if context[b, c[1]] and context[b, c[2]] and 0 <= c[2] - c[1] < 30]
+        if not candidates:
+            want["answer"].append("")
+            want["start"].append(-1)
+            want["end"].append(-1)
+            want["score"].append(-1e9)
+            continue
+        score, s, e = max(candidates, key=lambda c: c[0])
+        first = int(np.flatnonzero(context[b])[0])
+        want["answer"].append(sp.DecodeIds([int(i) for i in ids[b, s:e + 1]]))
+        want["start"].append(s - first)
+        want["end"].append(e - first)
+        want["score"].append(score)
+    if model.version_2:
+        want["no_answer_probability"] = 1 / (1 + np.exp(-out["cls_logits"]))
+    return want
+
+
+def _tagging_expectation(tagger, spm, pre):
+    import tensorflow as tf
+
+    ids = pre(tf.constant(TEXTS))
+    logits = tagger(tf.constant(TEXTS)).numpy()
+    mask = ids["input_mask"].numpy().astype(bool)
+    sp = _sp(spm)
+    pieces = [[sp.IdToPiece(int(i)) if m else "" for i, m in zip(row, mrow)]
+              for row, mrow in zip(ids["input_ids"].numpy(), mask)]
+    tags = [[TAGS[t] if m else "" for t, m in zip(row, mrow)] for row, mrow in zip(logits.argmax(-1), mask)]
+    return {"pieces": pieces, "tags": tags}
+
+
+# ----------------------------------------------------------------- tests
+def _out(exported, job_id, key, graph=False):
+    outputs = exported["results"][job_id]["graph_outputs" if graph else "outputs"]
+    return outputs[key]
+
+
+def _values(exported, job_id, key, graph=False):
+    return np.array(_out(exported, job_id, key, graph)["values"])
+
+
+def test_worker_imported_no_albert_tf(exported):
+    assert [m for m in exported["results"]["__modules__"] if not m.startswith("keras")] == []
+
+
+@pytest.mark.parametrize("job_id", ["encoder", "encoder_pair", "encoder_1", "encoder_64", "encoder_ids"])
+def test_encoder_outputs_equal_keras(exported, job_id):
+    want = exported["expected"][job_id]
+    for key in ("pooled_output", "sequence_output"):
+        assert _out(exported, job_id, key)["dtype"] == "float32"
+        np.testing.assert_allclose(_values(exported, job_id, key), want[key], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(_values(exported, job_id, "input_mask"), want["input_mask"])
+
+
+def test_edge_texts_and_truncation(exported):
+    mask = _values(exported, "encoder", "input_mask")
+    lengths = mask.sum(-1)
+    # "" and whitespace pack to [CLS] [SEP]; the long text is cut to max_seq_length.
+    assert lengths[1] == 2 and lengths[2] == 2
+    assert lengths[TEXTS.index(LONG)] == MAX_LEN and mask.shape[1] == MAX_LEN
+    assert all(n > 2 for i, n in enumerate(lengths) if TEXTS[i].strip())  # accents, Chinese, emoji give pieces
+    assert _values(exported, "encoder_64", "pooled_output").shape == (64, 16)
+    assert _values(exported, "encoder_1", "pooled_output").shape == (1, 16)
+    pair_mask = _values(exported, "encoder_pair", "input_mask")
+    assert pair_mask.sum(-1)[TEXTS.index(LONG)] == MAX_LEN
+
+
+def test_graph_mode_loader_matches_eager(exported):
+    """The TF1 session loader (TF Serving's way) restores every variable and gives the same answers."""
+    for job_id in ("encoder", "pretrainer", "classifier", "regression", "span_qa", "span_qa_v2",
+                   "multiple_choice", "tagging"):
+        eager = exported["results"][job_id]["outputs"]
+        graph = exported["results"][job_id]["graph_outputs"]
+        assert set(graph) == set(eager), job_id
+        for key in eager:
+            a, b = np.array(eager[key]["values"]), np.array(graph[key]["values"])
+            if a.dtype.kind == "f":
+                np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"{job_id}/{key}")
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"{job_id}/{key}")
+
+
+def test_fill_mask_top_k(exported):
+    want = exported["expected"]["pretrainer"]
+    positions = _values(exported, "pretrainer", "masked_positions")
+    ids = _values(exported, "pretrainer", "top_k_ids")
+    scores = _values(exported, "pretrainer", "top_k_scores")
+    pieces = _out(exported, "pretrainer", "top_k_pieces")["values"]
+    assert _out(exported, "pretrainer", "top_k_scores")["dtype"] == "float32"
+    assert positions.shape == (len(FILL_MASK), max(len(p) for p in want["positions"]))
+    assert ids.shape[-1] == 4
+    for b, row in enumerate(want["positions"]):
+        assert positions[b].tolist() == row + [-1] * (positions.shape[1] - len(row))
+        for m in range(len(row)):
+            probs = want["probs"][b, m]
+            # The returned ids carry the model's probabilities, in the top-4 order.
+            np.testing.assert_allclose(scores[b, m], probs[ids[b, m]], atol=1e-5, rtol=0)
+            np.testing.assert_allclose(scores[b, m], np.sort(probs)[::-1][:4], atol=1e-5, rtol=0)
+            assert pieces[b][m] == [want["pieces"][i] for i in ids[b, m]]
+        for m in range(len(row), positions.shape[1]):
+            assert ids[b, m].tolist() == [-1] * 4 and pieces[b][m] == [""] * 4 and not scores[b, m].any()
+    assert want["positions"][FILL_MASK.index("no mask here")] == []
+    assert want["positions"][FILL_MASK.index("[MASK][MASK] end")] == [1, 2]
+    assert want["positions"][FILL_MASK.index(LONG + " [MASK]")] == []  # truncated away, as in training
+
+
+@pytest.mark.parametrize("job_id", ["classifier", "classifier_pair", "binary_classifier"])
+def test_classifier_outputs(exported, job_id):
+    want = exported["expected"][job_id]
+    np.testing.assert_allclose(_values(exported, job_id, "logits"), want["logits"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(_values(exported, job_id, "probabilities"), want["probabilities"], atol=1e-5, rtol=0)
+    assert _out(exported, job_id, "label")["values"] == want["label"]
+
+
+def test_mixed_precision_model_serves_float32(exported):
+    value = _out(exported, "regression", "value")
+    assert value["dtype"] == "float32" and value["shape"] == [len(TEXTS)]
+    # The same bfloat16 computation in the graph: equal up to bfloat16 rounding of the last layer.
+    np.testing.assert_allclose(value["values"], exported["expected"]["regression"]["value"], atol=1e-2, rtol=0)
+    assert set(exported["results"]["regression"]["outputs"]) == {"value", "logits"}
+
+
+@pytest.mark.parametrize("head", ["span_qa", "span_qa_v2"])
+def test_span_qa_answers(exported, head):
+    want = exported["expected"][head]
+    assert _out(exported, head, "answer")["values"] == want["answer"]
+    np.testing.assert_array_equal(_values(exported, head, "start"), want["start"])
+    np.testing.assert_array_equal(_values(exported, head, "end"), want["end"])
+    np.testing.assert_allclose(_values(exported, head, "score"), want["score"], atol=1e-4, rtol=1e-6)
+    assert want["start"][CONTEXTS.index("")] == -1  # no context, no answer
+    if head == "span_qa_v2":
+        np.testing.assert_allclose(_values(exported, head, "no_answer_probability"),
+                                   want["no_answer_probability"], atol=1e-5, rtol=0)
+
+
+def test_multiple_choice_probabilities(exported):
+    want = exported["expected"]["multiple_choice"]
+    np.testing.assert_allclose(_values(exported, "multiple_choice", "probabilities"), want["probabilities"],
+                               atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(_values(exported, "multiple_choice", "choice"), want["choice"])
+
+
+def test_tagging_tag_per_piece(exported):
+    want = exported["expected"]["tagging"]
+    assert _out(exported, "tagging", "pieces")["values"] == want["pieces"]
+    assert _out(exported, "tagging", "tags")["values"] == want["tags"]
+
+
+@pytest.mark.parametrize("name", sorted(REST_REQUESTS))
+def test_rest_request_bodies(exported, name):
+    """The README's REST bodies, batched as TF Serving's row format does, give the documented keys."""
+    result = exported["results"]["rest_" + name]
+    assert set(result["outputs"]) == exported["expected"]["rest_" + name]
+    batch = len(REST_REQUESTS[name]["instances"])
+    assert all(out["shape"][0] == batch for out in result["outputs"].values())
+
+
+def test_every_export_is_self_contained(exported):
+    for head, path in exported["paths"].items():
+        assets = sorted(os.listdir(os.path.join(path, "assets")))
+        want = {"spm.model", "albert_config.json"}
+        if head not in ("encoder", "pretrainer"):
+            want.add("task_config.json")
+        if head in ("classifier", "binary_classifier"):
+            want.add("label_names.txt")
+        if head == "tagging":
+            want.add("tag_names.txt")
+        assert set(assets) == want, head
+        with open(exported["spm"], "rb") as f:
+            assert open(os.path.join(path, "assets", "spm.model"), "rb").read() == f.read()
+    labels = open(os.path.join(exported["paths"]["classifier"], "assets", "label_names.txt")).read()
+    assert labels.splitlines() == LABELS
+    # TF Serving ignores non-numeric folders; no temporary folder is left behind.
+    for head in exported["paths"]:
+        assert os.listdir(os.path.dirname(exported["paths"][head])) == ["1"]
+
+
+def _cli(command, model_dir):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run(command.replace("MODEL_DIR", model_dir), shell=True, cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_saved_model_cli_show_lists_signatures_with_dynamic_batch(exported):
+    proc = _cli("saved_model_cli show --dir MODEL_DIR --all", exported["paths"]["encoder"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    blocks = dict(re.findall(r"signature_def\['(\w+)'\]:\n(.*?)(?=\nsignature_def|\Z)", proc.stdout, re.S))
+    assert {"serving_default", "serve_text_pair", "serve_token_ids"} <= set(blocks)
+    for name in ("serving_default", "serve_text_pair", "serve_token_ids"):
+        shapes = re.findall(r"shape: \(([-\d, ]*)\)", blocks[name])
+        assert shapes and all(s.split(",")[0].strip() == "-1" for s in shapes), (name, shapes)
+    assert "inputs['text'] tensor_info:\n        dtype: DT_STRING\n        shape: (-1)" in blocks["serving_default"]
+    assert "shape: (-1, -1)" in blocks["serve_token_ids"]
+
+
+def test_readme_saved_model_cli_run_commands(exported):
+    text = _cli(README_CLI_RUN_TEXT, exported["paths"]["classifier"])
+    assert text.returncode == 0, text.stderr[-2000:]
+    label = re.search(r"Result for output key label:\n\[b'(\w+)'\]", text.stdout)
+    assert label and label.group(1) in LABELS, text.stdout
+    # The stock saved_model_cli (no tensorflow-text) loads an ids-only export.
+    ids = _cli(README_CLI_RUN_IDS, exported["paths"]["binary_classifier"])
+    assert ids.returncode == 0, ids.stderr[-2000:]
+    probs = re.search(r"Result for output key probabilities:\n\[\[([^\]]*)\]\]", ids.stdout)
+    assert probs and abs(sum(float(p) for p in probs.group(1).split()) - 1) < 1e-5, ids.stdout
+
+
+def test_existing_version_never_overwritten(exported, tmp_path, monkeypatch):
+    import albert_tf
+    from albert_tf import export
+
+    enc = exported["models"]["encoder"]
+    export_dir = os.path.dirname(exported["paths"]["encoder"])
+    pb = os.path.join(exported["paths"]["encoder"], "saved_model.pb")
+    before = (os.path.getmtime(pb), open(pb, "rb").read())
+    with pytest.raises(FileExistsError, match="never overwritten"):
+        albert_tf.export_saved_model(enc, export_dir, version=1, spm_model_file=exported["spm"])
+    assert (os.path.getmtime(pb), open(pb, "rb").read()) == before
+    # The next free version follows the largest number; other names are ignored.
+    for name in ("3", "10", "tmp", ".tmp-11-1"):
+        os.makedirs(tmp_path / "m" / name)
+    assert export.next_version(str(tmp_path / "m")) == 11
+    assert export.next_version(str(tmp_path / "none")) == 1
+
+    # A version that appears while exporting (another exporter) is not replaced either.
+    def racing_save(obj, path, signatures=None):
+        os.makedirs(os.path.join(path, "assets"))
+        os.makedirs(tmp_path / "race" / "1")
+        (tmp_path / "race" / "1" / "theirs").write_text("x")
+
+    monkeypatch.setattr(export.tf.saved_model, "save", racing_save)
+    with pytest.raises(FileExistsError, match="appeared while exporting"):
+        albert_tf.export_saved_model(enc, str(tmp_path / "race"), spm_model_file=exported["spm"])
+    assert sorted(os.listdir(tmp_path / "race")) == ["1"]  # the temporary folder is gone
+    assert os.listdir(tmp_path / "race" / "1") == ["theirs"]
+
+
+def test_ids_only_export_has_no_text_signature(exported):
+    result = exported["results"]["binary_classifier"]
+    assert result["inputs"] == ["input_ids", "input_mask", "segment_ids"]
+    assert result["signatures"] == ["serve_token_ids", "serving_default"]
+    with open(os.path.join(exported["paths"]["binary_classifier"], "saved_model.pb"), "rb") as f:
+        assert b"SentencepieceOp" not in f.read()
+
+
+def test_decode_pieces_matches_sentencepiece(exported):
+    import tensorflow as tf
+
+    from albert_tf.export import decode_pieces, decoding_table
+
+    sp = _sp(exported["spm"])
+    rows = [sp.EncodeAsIds(text) for text in ("ka lo mi ten", "the quick brown fox", "ser, qua. vi")] + [[]]
+    rows += [[2] + rows[1] + [3, 0, 0], [1, 1], [5, 1]]  # special pieces decode to nothing; <unk>
+    table = tf.constant(decoding_table([sp.IdToPiece(i) for i in range(VOCAB)]))
+    got = decode_pieces(table, tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)).numpy()
+    assert [g.decode("utf-8") for g in got] == [sp.DecodeIds(r) for r in rows]
+
+
+def test_binary_refuses_existing_version(exported):
+    export_dir = os.path.dirname(exported["paths"]["binary_classifier"])
+    proc = _albert_export("--checkpoint=" + os.path.join(exported["root"], "finetuned"), "--head=classifier",
+                          "--export_dir=" + export_dir, "--version=1")
+    assert proc.returncode == 1
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("albert-export:")]
+    assert len(lines) == 1 and "never overwritten" in lines[0], proc.stderr[-2000:]
+
+
+def test_errors_name_the_problem(exported):
+    import albert_tf
+
+    enc = exported["models"]["encoder"]
+    with pytest.raises(ValueError, match="spm_model_file"):
+        albert_tf.export_saved_model(enc, exported["root"] + "/x")
+    with pytest.raises(ValueError, match="does not match the model"):
+        albert_tf.export_saved_model(enc, exported["root"] + "/x", head="classifier", spm_model_file=exported["spm"])
+    with pytest.raises(ValueError, match="max_position_embeddings=64"):
+        albert_tf.export_saved_model(enc, exported["root"] + "/x", max_seq_length=65, spm_model_file=exported["spm"])
+    assert not os.path.exists(exported["root"] + "/x")
