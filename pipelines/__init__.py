@@ -2,12 +2,14 @@
 
 Public API:
     train_sentencepiece: a SentencePiece vocabulary with the original settings.
-    create_pretraining_data: text files -> TFRecord shards (SOP/NSP, n-gram masking).
+    create_pretraining_data / PretrainingDataConfig: text files -> TFRecord shards
+        (SOP/NSP, n-gram masking).
     pretraining_dataset: the training reader (static or dynamic masking).
     feature_spec / parse_examples / serialize_examples: the record format.
     mask_tokens / MaskingConfig: the n-gram masking (shared by both paths).
 """
 
+from pipelines.create import PretrainingDataConfig
 from pipelines.create import PretrainingDataSummary
 from pipelines.create import create_pretraining_data
 from pipelines.create import shard_path
@@ -25,7 +27,7 @@ from pipelines.tokenizer import train_sentencepiece
 FEATURE_SPEC = feature_spec(512, 20)
 
 __all__ = [
-    "FEATURE_NAMES", "FEATURE_SPEC", "MaskingConfig", "PretrainingDataSummary",
+    "FEATURE_NAMES", "FEATURE_SPEC", "MaskingConfig", "PretrainingDataConfig", "PretrainingDataSummary",
     "SentencePieceVocab", "create_pretraining_data", "feature_spec", "mask_tokens",
     "parse_examples", "pretraining_dataset", "serialize_examples", "shard_path",
     "train_sentencepiece",

@@ -1,7 +1,8 @@
 """Training instances from documents: SOP/NSP pairing, truncation, masking.
 
-The original `create_instances_from_document` (reference section 2), run for
-all `dupe_factor` passes of a *batch* of documents at once with vectorised ops:
+The original's `create_instances_from_document` (google-research/albert
+create_pretraining_data.py), run for all `dupe_factor` passes of a *batch* of
+documents at once with vectorised ops:
 
 * per (document, pass): target length = max_seq_length - 3, or with
   probability short_seq_prob a uniform integer in [2, max_seq_length - 3]
@@ -235,18 +236,17 @@ class InstanceBuilder:
              ta(tf.bool), ta(tf.bool)))
         iters = loop[0]
 
-        def stacked(t, dtype):
+        def stacked(t):
             # [iters, pairs] -> [pairs, iters]: chunks in (document, pass, chunk) order.
-            del dtype
             return tf.transpose(tf.reshape(t.stack(), [iters, num_docs * dupes]))
 
-        active = stacked(loop[7], tf.bool)
+        active = stacked(loop[7])
         pick = lambda t: tf.boolean_mask(t, active)  # noqa: E731
-        c_start = pick(stacked(loop[2], tf.int32))
-        c_aend = pick(stacked(loop[3], tf.int32))
-        c_end = pick(stacked(loop[4], tf.int32))
-        c_random = pick(stacked(loop[5], tf.bool))
-        c_swap = pick(stacked(loop[6], tf.bool))
+        c_start = pick(stacked(loop[2]))
+        c_aend = pick(stacked(loop[3]))
+        c_end = pick(stacked(loop[4]))
+        c_random = pick(stacked(loop[5]))
+        c_swap = pick(stacked(loop[6]))
         c_chunk = pick(tf.broadcast_to(tf.range(iters)[None, :], tf.shape(active)))
         c_pair = pick(tf.broadcast_to(pair[:, None], tf.shape(active)))
         c_doc = tf.gather(pair_doc, c_pair)

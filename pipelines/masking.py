@@ -1,8 +1,8 @@
 """ALBERT n-gram masking as vectorised TensorFlow ops (one implementation for
 static masking at data-creation time and dynamic masking in the reader).
 
-The algorithm is the original `create_masked_lm_predictions`
-(reference/original-albert.md, section 2):
+The algorithm is the original's `create_masked_lm_predictions`
+(google-research/albert create_pretraining_data.py):
 
 * candidates are all real tokens except [CLS] and [SEP]; with whole-word
   masking a candidate is a whole word: a start piece plus the non-start pieces

@@ -15,9 +15,10 @@ whose outputs pass BigCrush when fed a counter.
 Example:
 
 >>> key = seed_key(12345)
->>> u = uniform(fold_in(key, tf.range(4, dtype=tf.int64)))
->>> u.shape
-TensorShape([4])
+>>> bits = stream(fold_in(key, tf.range(4, dtype=tf.int64)), 3)  # 3 numbers per key
+>>> u = uniform_bits(bits)
+>>> u.shape, bool(tf.reduce_all((u >= 0) & (u < 1)))
+(TensorShape([4, 3]), True)
 """
 
 from typing import Union
@@ -68,13 +69,8 @@ def fold_in(key: tf.Tensor, value: Union[int, tf.Tensor]) -> tf.Tensor:
     return mix64(tf.bitwise.bitwise_xor(_u64(key), mix64(_u64(value))))
 
 
-def uniform(key: tf.Tensor) -> tf.Tensor:
-    """A float64 in [0, 1) for every key: the top 53 bits of its hash."""
-    return uniform_bits(mix64(key))
-
-
 def uniform_bits(bits: tf.Tensor) -> tf.Tensor:
-    """A float64 in [0, 1) from already-hashed bits (e.g. `stream` output)."""
+    """A float64 in [0, 1) from hashed bits (`stream` output): the top 53 bits."""
     return tf.cast(tf.bitwise.right_shift(bits, _u64(11)), tf.float64) * (1.0 / (1 << 53))
 
 
@@ -99,16 +95,6 @@ def high_uniform(bits: tf.Tensor, shift: int, width: int) -> tf.Tensor:
     if shift + width < 64:
         field = tf.bitwise.bitwise_and(field, _u64((1 << width) - 1))
     return tf.cast(field, tf.float64) * (1.0 / (1 << width))
-
-
-def randint(key: tf.Tensor, low: tf.Tensor, high: tf.Tensor) -> tf.Tensor:
-    """Uniform integers in [low, high] inclusive (as Python's randint), int32."""
-    return randint_bits(mix64(key), low, high)
-
-
-def binomial_half(key: tf.Tensor, count: tf.Tensor) -> tf.Tensor:
-    """Draws of Binomial(count, 1/2), int32, as many counts as keys."""
-    return binomial_half_bits(mix64(key), mix64(fold_in(key, 1)), count)
 
 
 def binomial_half_bits(bits: tf.Tensor, extra_bits: tf.Tensor, count: tf.Tensor) -> tf.Tensor:

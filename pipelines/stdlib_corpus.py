@@ -11,11 +11,14 @@ pretraining-data format.
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
 import sysconfig
 from typing import Dict, Iterator, List, Optional, Tuple
+
+from pipelines import fileio
 
 # Folders of the standard library that hold tests, GUIs or vendored packages
 # rather than documented library code.
@@ -114,19 +117,16 @@ def write_stdlib_corpus(
     os.makedirs(output_dir, exist_ok=True)
     paths = {"train": os.path.join(output_dir, "train.txt"), "eval": os.path.join(output_dir, "eval.txt")}
     counts = {"train_documents": 0, "eval_documents": 0, "train_sentences": 0, "eval_sentences": 0}
-    tmp = {split: f"{path}.tmp-{os.getpid()}" for split, path in paths.items()}
-    handles = {split: open(path, "w", encoding="utf-8") for split, path in tmp.items()}
-    try:
+    # Both files appear together or not at all (a failure removes both temporaries).
+    with contextlib.ExitStack() as stack:
+        handles = {split: stack.enter_context(fileio.atomic_write(path)) for split, path in paths.items()}
         for key, sentences in iter_stdlib_documents(stdlib_dir):
             split = "eval" if _is_heldout(key, heldout_fraction, seed) else "train"
             handles[split].write("\n".join(sentences) + "\n\n")
             counts[f"{split}_documents"] += 1
             counts[f"{split}_sentences"] += len(sentences)
-    finally:
-        for handle in handles.values():
-            handle.close()
-    if counts["train_documents"] == 0 or counts["eval_documents"] == 0:
-        raise ValueError(f"The standard library at {stdlib_dir or 'default'} gave too few documents: {counts}.")
-    for split, path in paths.items():
-        os.replace(tmp[split], path)
+        if counts["train_documents"] == 0 or counts["eval_documents"] == 0:
+            raise ValueError(
+                f"The standard library at {stdlib_dir or 'default'} gave too few documents: {counts}."
+            )
     return {"train_file": paths["train"], "eval_file": paths["eval"], **counts}

@@ -1,7 +1,7 @@
 """The pretraining TFRecord format: feature spec, in-graph writer, reader.
 
-Features, names, dtypes and lengths exactly as the original tool writes them
-(reference section 2): input_ids, input_mask, segment_ids, token_boundary
+Features, names, dtypes and lengths exactly as the original tool
+(google-research/albert create_pretraining_data.py) writes them: input_ids, input_mask, segment_ids, token_boundary
 (int64 [max_seq_length]), masked_lm_positions, masked_lm_ids (int64
 [max_predictions_per_seq]), masked_lm_weights (float), next_sentence_labels
 (int64 [1]; 0 = in order, 1 = swapped or random).
@@ -34,6 +34,8 @@ FEATURE_NAMES = (
     "input_ids", "input_mask", "segment_ids", "token_boundary",
     "masked_lm_positions", "masked_lm_ids", "masked_lm_weights", "next_sentence_labels",
 )
+# The manifest create_pretraining_data writes beside the shards (PREFIX + this).
+MANIFEST_SUFFIX = ".manifest.json"
 _SEQ_FEATURES = ("input_ids", "input_mask", "segment_ids", "token_boundary")
 _PRED_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
@@ -125,18 +127,74 @@ def unmasked_input_ids(features: Dict[str, tf.Tensor]) -> tf.Tensor:
     return tf.tensor_scatter_nd_update(ids, tf.stack([rows, positions], axis=-1), values)
 
 
+def check_feature_ranges(features: Dict[str, tf.Tensor], max_seq_length: int,
+                         vocab_size: Optional[int] = None,
+                         type_vocab_size: Optional[int] = None) -> Dict[str, tf.Tensor]:
+    """The features, after in-graph checks that every id is in range.
+
+    An out-of-range id in an embedding lookup raises on CPU but silently reads
+    zeros on GPU/TPU, so the reader fails first, naming the feature, the bad
+    value and the limit.  Cost: a min and a max per feature and batch.
+
+    Args:
+        features: parsed int features (parse_examples).
+        max_seq_length: masked_lm_positions must be below it.
+        vocab_size: input_ids and masked_lm_ids must be below it (None: not checked).
+        type_vocab_size: segment_ids must be below it (None: not checked).
+
+    Returns:
+        The same features, evaluated only after the checks passed.
+
+    Raises:
+        tf.errors.InvalidArgumentError (when evaluated): a value out of range.
+
+    Example:
+
+    >>> feats = {"input_ids": tf.constant([[2, 7, 3]]), "segment_ids": tf.constant([[0, 0, 2]]),
+    ...          "masked_lm_positions": tf.constant([[1]]), "masked_lm_ids": tf.constant([[7]])}
+    >>> try:
+    ...     _ = check_feature_ranges(feats, 3, vocab_size=30, type_vocab_size=2)
+    ... except tf.errors.InvalidArgumentError as e:
+    ...     print("segment_ids holds 2, outside [0, type_vocab_size=2)" in e.message)
+    True
+    """
+    limits = {"masked_lm_positions": (max_seq_length, "max_seq_length")}
+    if vocab_size is not None:
+        limits["input_ids"] = limits["masked_lm_ids"] = (vocab_size, "vocab_size")
+    if type_vocab_size is not None:
+        limits["segment_ids"] = (type_vocab_size, "type_vocab_size")
+    checks = []
+    for name in sorted(limits):
+        limit, limit_name = limits[name]
+        value = features[name]
+        low, high = tf.reduce_min(value), tf.reduce_max(value)
+        message = tf.strings.format(
+            f"Pretraining records: {name} holds {{}}, outside [0, {limit_name}={limit}): were "
+            "they made with another vocabulary, or for another model config?",
+            [tf.where(high >= limit, high, low)])
+        checks.append(tf.debugging.Assert((low >= 0) & (high < limit), [message]))
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(value) for name, value in features.items()}
+
+
 def _files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
     try:
-        return sorted(tokenizer_lib.expand_input_patterns(file_pattern))
+        files = tokenizer_lib.expand_input_patterns(file_pattern)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"No pretraining records: {e}") from None
+    # A broad glob (data/*) also matches the shards' manifest: not a record file.
+    records = sorted(f for f in files if not f.endswith(MANIFEST_SUFFIX))
+    if not records:
+        raise FileNotFoundError(f"No pretraining records in {file_pattern!r}: only {files!r}.")
+    return records
 
 
 def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int,
                         max_seq_length: int, max_predictions_per_seq: int,
                         is_training: bool = True, masking: str = "static", seed: int = 12345,
                         input_context: Optional[tf.distribute.InputContext] = None,
-                        vocab_size: Optional[int] = None, masked_lm_prob: float = 0.15,
+                        vocab_size: Optional[int] = None,
+                        type_vocab_size: Optional[int] = None, masked_lm_prob: float = 0.15,
                         ngram: int = 3, favor_shorter_ngram: bool = True,
                         do_whole_word_mask: bool = True, shuffle_buffer_size: int = 10000,
                         cycle_length: int = 8,
@@ -159,7 +217,12 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         input_context: a tf.distribute.InputContext: each input pipeline
             reads a disjoint part (whole files when there are enough, else
             every n-th record).
-        vocab_size: required with masking="dynamic" (random replacements).
+        vocab_size: the model's vocabulary size: input_ids and masked_lm_ids
+            at or above it stop the reader with an error naming the value
+            (on GPU/TPU an out-of-range lookup silently reads zeros).
+            Required with masking="dynamic" (random replacements).
+        type_vocab_size: the model's number of segment types: segment_ids at
+            or above it stop the reader likewise.
         masked_lm_prob, ngram, favor_shorter_ngram, do_whole_word_mask:
             dynamic masking settings.
         shuffle_buffer_size: record shuffle buffer (training).
@@ -217,17 +280,21 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
     if is_training:
         ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
 
+    def parse(serialized):
+        return check_feature_ranges(
+            parse_examples(serialized, max_seq_length, max_predictions_per_seq),
+            max_seq_length, vocab_size, type_vocab_size)
+
     if mask_cfg is None:
         ds = ds.batch(batch_size, drop_remainder=is_training)
-        ds = ds.map(no_autograph(lambda s: parse_examples(s, max_seq_length,
-                                                          max_predictions_per_seq)),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        ds = ds.map(no_autograph(parse), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=deterministic)
     else:
         base_key = random_ops.fold_in(
             random_ops.fold_in(random_ops.seed_key(seed), random_ops.DYNAMIC), pipeline_id)
 
         def remask(index, serialized):
-            feats = parse_examples(serialized, max_seq_length, max_predictions_per_seq)
+            feats = parse(serialized)
             ids = unmasked_input_ids(feats)
             # The element counter runs on across epochs (enumerate after
             # repeat), so every epoch gets fresh masks.

@@ -25,8 +25,8 @@ import tensorflow_text as tf_text
 
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
-# The README's spm_train command, user_defined_symbols passed as a list (the
-# string form is mis-parsed as CSV by sentencepiece 0.2, see the reference).
+# The original README's spm_train command, user_defined_symbols passed as a
+# list (sentencepiece 0.2 mis-parses the comma-separated string form as CSV).
 USER_DEFINED_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 
 # Python's str.split() whitespace, for the original's " ".join(s.split()).

@@ -8,7 +8,10 @@
 
 Several processes (any batch scheduler) can share the work with
 --num_workers=n --shard_index=i; together they write the files of one run.
-Re-running after an interruption writes only the missing shards.
+Re-running after an interruption writes only the missing shards. The settings
+and a fingerprint of the inputs are kept in PREFIX.manifest.json beside the
+shards: a rerun with other settings or inputs stops with an error naming what
+differs, unless --overwrite (give it to every worker), which replaces the shards.
 """
 
 import sys
@@ -18,7 +21,6 @@ from absl import flags
 from absl import logging
 
 from flags import pipeline_flags
-from pipelines import create
 
 FLAGS = flags.FLAGS
 
@@ -26,24 +28,14 @@ FLAGS = flags.FLAGS
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]!r}")
+    # TensorFlow is imported here, not at module load (see albert_tf/bin/common.py).
+    from pipelines import create
+
     try:
         summary = create.create_pretraining_data(
             FLAGS.input_file.split(","), FLAGS.spm_model_file, FLAGS.output_dir,
-            max_seq_length=FLAGS.max_seq_length,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-            masked_lm_prob=FLAGS.masked_lm_prob, ngram=FLAGS.ngram,
-            dupe_factor=FLAGS.dupe_factor, short_seq_prob=FLAGS.short_seq_prob,
-            random_seed=FLAGS.random_seed, num_shards=FLAGS.num_shards,
-            shard_index=FLAGS.shard_index, num_workers=FLAGS.num_workers,
-            do_lower_case=FLAGS.do_lower_case, do_whole_word_mask=FLAGS.do_whole_word_mask,
-            favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-            random_next_sentence=FLAGS.random_next_sentence,
-            single_segment_random_negatives=FLAGS.single_segment_random_negatives,
-            output_compression=FLAGS.output_compression,
-            shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-            max_line_bytes=FLAGS.max_line_bytes, max_document_lines=FLAGS.max_document_lines,
-            docs_per_batch=FLAGS.docs_per_batch,
-            progress_interval_s=FLAGS.progress_interval_s)
+            pipeline_flags.pretraining_data_config(FLAGS), shard_index=FLAGS.shard_index,
+            num_workers=FLAGS.num_workers, overwrite=FLAGS.overwrite)
     except (FileNotFoundError, ValueError) as e:
         # Bad input: one clear line, not a TensorFlow stack trace.
         logging.error("%s", e)
@@ -52,10 +44,12 @@ def main(argv):
         logging.info("%s", line)
 
 
-def run():
-    pipeline_flags.define_create_pretraining_data_flags()
-    flags.adopt_module_key_flags(pipeline_flags)  # list them in --helpshort
-    app.run(main)
+def run() -> None:
+    """Console-script entry point (setup.py: albert-create-pretraining-data)."""
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, pipeline_flags.define_create_pretraining_data_flags,
+               "albert-create-pretraining-data", __doc__)
 
 
 if __name__ == "__main__":

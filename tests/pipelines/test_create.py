@@ -3,8 +3,11 @@ safety, bad inputs, the summary, the binary, and the original's reader."""
 
 import glob
 import gzip
+import json
 import os
+import shutil
 import subprocess
+import textwrap
 import sys
 
 import numpy as np
@@ -23,6 +26,11 @@ SETTINGS = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, nu
 def shard_bytes(directory):
     files = sorted(glob.glob(os.path.join(directory, "pretrain-*")))
     return {os.path.basename(f): open(f, "rb").read() for f in files}
+
+
+def manifest_text(directory):
+    with open(os.path.join(directory, "pretrain.manifest.json")) as f:
+        return f.read()
 
 
 @pytest.fixture(scope="module")
@@ -51,9 +59,13 @@ def test_summary_counts(baseline, corpus_file):
 
 def test_two_runs_are_byte_identical(baseline, tmp_path, corpus_file, spm_model):
     out, _ = baseline
-    pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path),
-                                      num_parallel_calls=1, **dict(SETTINGS, docs_per_batch=5))
+    # The same settings as a config object; batching and parallelism change nothing.
+    config = pipelines.PretrainingDataConfig(**dict(SETTINGS, docs_per_batch=5),
+                                             num_parallel_calls=1)
+    pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path), config)
     assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+    # docs_per_batch does not change SOP shards, so it is not in the manifest.
+    assert manifest_text(str(tmp_path)) == manifest_text(out)
 
 
 def test_worker_split_equals_single_run(baseline, tmp_path, corpus_file, spm_model):
@@ -62,6 +74,7 @@ def test_worker_split_equals_single_run(baseline, tmp_path, corpus_file, spm_mod
                                                shard_index=i, num_workers=2, **SETTINGS)
              for i in range(2)]
     assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+    assert manifest_text(str(tmp_path)) == manifest_text(out)  # no worker-specific field
     assert sum(p.instances for p in parts) == summary.instances
     assert [len(p.shards_written) for p in parts] == [2, 1]
 
@@ -76,6 +89,7 @@ def test_rerun_after_interruption_finishes_only_missing_shards(baseline, tmp_pat
     done = "pretrain-00000-of-00003.tfrecord"
     with open(os.path.join(target, done), "wb") as f:
         f.write(want[done])
+    shutil.copy(os.path.join(out, "pretrain.manifest.json"), target)
     os.utime(os.path.join(target, done), (1_000_000_000, 1_000_000_000))
     with open(os.path.join(target, ".pretrain-00001-of-00003.tfrecord.incomplete"), "wb") as f:
         f.write(want["pretrain-00001-of-00003.tfrecord"][:100])
@@ -88,6 +102,13 @@ def test_rerun_after_interruption_finishes_only_missing_shards(baseline, tmp_pat
     assert not glob.glob(os.path.join(target, ".*"))
     again = pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
     assert again.shards_written == [] and again.instances == 0
+
+
+def test_reader_reads_the_output_directory_with_a_broad_glob(baseline):
+    out, summary = baseline
+    # data/* matches the manifest too: the reader leaves it out.
+    ds = pipelines.pretraining_dataset(os.path.join(out, "*"), 64, 64, 10, is_training=False)
+    assert sum(int(b["input_ids"].shape[0]) for b in ds) == summary.instances
 
 
 def test_records_parse_with_the_original_spec(baseline):
@@ -145,7 +166,7 @@ def test_gzip_output_and_gzip_input(tmp_path, corpus_file, spm_model, baseline):
 
 
 def small_settings(**overrides):
-    return dict(SETTINGS, num_shards=1, dupe_factor=1, **overrides)
+    return {**SETTINGS, "num_shards": 1, "dupe_factor": 1, **overrides}
 
 
 def test_missing_input_files(tmp_path, spm_model):
@@ -236,6 +257,13 @@ def test_binary_end_to_end(tmp_path, corpus_file, spm_model, baseline):
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 1 and "No input file matches" in bad.stderr
     assert "Traceback" not in bad.stderr
+    # Other settings in the same directory: one line naming them; --overwrite replaces.
+    other = subprocess.run(cmd[:-1] + ["--random_seed=8"], capture_output=True, text=True,
+                           env=env, timeout=300)
+    assert other.returncode == 1, other.stderr[-3000:]
+    assert "setting random_seed: old 7, new 8" in other.stderr and "--overwrite" in other.stderr
+    assert "Traceback" not in other.stderr
+    assert shard_bytes(target) == shard_bytes(out)
 
 
 def test_nsp_mode_worker_split_equals_single_run(tmp_path, corpus_file, spm_model):
@@ -261,3 +289,201 @@ def test_output_ignores_the_global_tf_seed(baseline, tmp_path, corpus_file, spm_
     finally:
         tf.random.set_seed(None)
     assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+def test_manifest_records_settings_and_input_fingerprints(baseline, corpus_file, spm_model):
+    import hashlib
+
+    out, _ = baseline
+    manifest = json.loads(manifest_text(out))
+    for name, value in SETTINGS.items():
+        if name != "docs_per_batch":  # speed only in SOP mode
+            assert manifest["settings"][name] == value, name
+    assert "docs_per_batch" not in manifest["settings"]
+    assert manifest["settings"]["shuffle_buffer_size"] == 100_000  # defaults recorded too
+    with open(corpus_file, "rb") as f:
+        corpus_bytes = f.read()
+    assert manifest["input_files"] == [{
+        "name": "corpus.txt", "bytes": len(corpus_bytes),
+        "sha256": hashlib.sha256(corpus_bytes).hexdigest()}]
+    with open(spm_model, "rb") as f:
+        assert manifest["spm_model"]["sha256"] == hashlib.sha256(f.read()).hexdigest()
+
+
+def test_rerun_with_other_settings_is_an_error_unless_overwrite(tmp_path, corpus_file,
+                                                                 spm_model):
+    target = str(tmp_path / "o")
+    pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                      **small_settings(num_shards=2))
+    before = shard_bytes(target)
+    with pytest.raises(ValueError) as error:
+        pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                          **small_settings(num_shards=2, random_seed=8,
+                                                           masked_lm_prob=0.2))
+    message = str(error.value)
+    assert "setting random_seed: old 7, new 8" in message
+    assert "setting masked_lm_prob: old 0.15, new 0.2" in message
+    assert "max_seq_length" not in message  # only what differs
+    assert "--overwrite" in message
+    assert shard_bytes(target) == before  # nothing touched
+    # Another shard count: also an error (names differ, old code reused nothing
+    # but left a mixed directory); with overwrite the old shards go.
+    with pytest.raises(ValueError, match="setting num_shards: old 2, new 1"):
+        pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                          **small_settings(random_seed=8))
+    summary = pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                                overwrite=True, **small_settings(random_seed=8))
+    fresh = str(tmp_path / "fresh")
+    pipelines.create_pretraining_data([corpus_file], spm_model, fresh,
+                                      **small_settings(random_seed=8))
+    assert shard_bytes(target) == shard_bytes(fresh)
+    assert list(shard_bytes(target)) == ["pretrain-00000-of-00001.tfrecord"]
+    assert manifest_text(target) == manifest_text(fresh)
+    assert len(summary.shards_written) == 1
+    assert not glob.glob(os.path.join(target, ".*"))
+
+
+def test_same_settings_in_place_of_old_shards_are_rewritten_with_overwrite(
+        tmp_path, corpus_file, spm_model):
+    # Same shard names, other seed: the very case where old code resumed silently.
+    target = str(tmp_path / "o")
+    pipelines.create_pretraining_data([corpus_file], spm_model, target, **small_settings())
+    old = shard_bytes(target)
+    pipelines.create_pretraining_data([corpus_file], spm_model, target, overwrite=True,
+                                      **small_settings(random_seed=9))
+    new = shard_bytes(target)
+    assert list(new) == list(old) and new != old
+    # The same settings again: resume (nothing to do), no error.
+    again = pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                              **small_settings(random_seed=9))
+    assert again.shards_written == [] and len(again.shards_already_complete) == 1
+
+
+def test_rerun_with_other_inputs_is_an_error(tmp_path, corpus_file, spm_model):
+    target = str(tmp_path / "o")
+    corpus_copy = str(tmp_path / "corpus.txt")
+    shutil.copy(corpus_file, corpus_copy)
+    pipelines.create_pretraining_data([corpus_copy], spm_model, target, **small_settings())
+    # The same content elsewhere is the same input: resume.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    shutil.copy(corpus_copy, moved / "corpus.txt")
+    pipelines.create_pretraining_data([str(moved / "corpus.txt")], spm_model, target,
+                                      **small_settings())
+    with open(corpus_copy, "a") as f:
+        f.write("Ka lo mi ten.\nSer qua vi don.\n\n")
+    with pytest.raises(ValueError, match=r"input file 1: old corpus\.txt \(\d+ bytes, sha256 "
+                                         r"[0-9a-f]{12}\), new corpus\.txt"):
+        pipelines.create_pretraining_data([corpus_copy], spm_model, target, **small_settings())
+    other_model = str(tmp_path / "other.model")
+    shutil.copy(spm_model, other_model)
+    with pytest.raises(ValueError, match=r"SentencePiece model: old sp\.model.*new other\.model"):
+        pipelines.create_pretraining_data([str(moved / "corpus.txt")], other_model, target,
+                                          **small_settings())
+    with pytest.raises(ValueError, match=r"input files: old 1 file\(s\), new 2"):
+        pipelines.create_pretraining_data([str(moved / "corpus.txt"), corpus_copy], spm_model,
+                                          target, **small_settings())
+
+
+def test_shards_without_manifest_or_unreadable_manifest_need_overwrite(
+        baseline, tmp_path, corpus_file, spm_model):
+    out, _ = baseline
+    target = str(tmp_path)
+    name = "pretrain-00001-of-00003.tfrecord"
+    shutil.copy(os.path.join(out, name), target)  # e.g. written by an older version
+    with pytest.raises(ValueError, match=f"1 shard.*{name}.*but no manifest.*--overwrite"):
+        pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
+    with open(os.path.join(target, "pretrain.manifest.json"), "w") as f:
+        f.write("{not json")
+    with pytest.raises(ValueError, match="manifest format: old 'unreadable"):
+        pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
+
+
+def test_worker_split_with_overwrite_replaces_everything(baseline, tmp_path, corpus_file,
+                                                        spm_model):
+    out, _ = baseline
+    target = str(tmp_path)
+    pipelines.create_pretraining_data([corpus_file], spm_model, target,
+                                      **dict(SETTINGS, random_seed=3, num_shards=4))
+    for i in range(2):  # each worker replaces its own shards and the 4-shard set
+        pipelines.create_pretraining_data([corpus_file], spm_model, target, shard_index=i,
+                                          num_workers=2, overwrite=True, **SETTINGS)
+    assert shard_bytes(target) == shard_bytes(out)
+    assert manifest_text(target) == manifest_text(out)
+
+
+def test_unknown_setting_is_named(tmp_path, corpus_file, spm_model):
+    with pytest.raises(TypeError, match="max_seq_len'"):
+        pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path),
+                                          max_seq_len=64)
+
+
+# --------------------------------------------------------------------------- open files
+
+
+def test_spill_router_keeps_order_with_few_open_files(tmp_path):
+    from pipelines import create
+
+    rng = np.random.default_rng(0)
+    paths = [str(tmp_path / f"spill-{i}") for i in range(11)]
+    writes = [(int(rng.integers(11)), f"record {n}".encode()) for n in range(500)]
+    # max_open=2: 11 files need three levels of staging files.
+    router = create._SpillRouter(paths, str(tmp_path / ".staging"), max_open=2)
+    for index, record in writes:
+        router.write(index, record)
+    router.finish()
+    for i, path in enumerate(paths):
+        got = list(create._read_framed(path))
+        assert got == [record for index, record in writes if index == i]
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)
+
+
+BOUNDED_FILES_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+    import pipelines
+    corpus, spm_model, output_dir = sys.argv[1:4]
+    pipelines.create_pretraining_data([corpus], spm_model, output_dir, max_seq_length=32,
+                                      max_predictions_per_seq=5, dupe_factor=1,
+                                      num_shards=300, random_seed=7)
+""")
+
+
+def test_many_shards_under_a_low_open_file_limit(tmp_path, spm_model, monkeypatch):
+    # 300 shards with `ulimit -n 64`: old code opened one writer per shard and
+    # failed with "Too many open files".
+    from pipelines import create
+
+    small = write_corpus(str(tmp_path / "small.txt"), num_docs=40, seed=3)
+    limited = str(tmp_path / "limited")
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", BOUNDED_FILES_SCRIPT, small, spm_model, limited],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The same shards as writing every spill file directly (no open-file limit).
+    monkeypatch.setattr(create, "max_open_writers", lambda: 1000)
+    direct = str(tmp_path / "direct")
+    pipelines.create_pretraining_data([small], spm_model, direct, max_seq_length=32,
+                                      max_predictions_per_seq=5, dupe_factor=1,
+                                      num_shards=300, random_seed=7)
+    want = shard_bytes(direct)
+    assert len(want) == 300 and sum(len(b) > 0 for b in want.values()) >= 30
+    assert shard_bytes(limited) == want
+    assert not glob.glob(os.path.join(limited, ".*"))
+
+
+def test_max_open_writers_follows_the_open_file_limit():
+    import resource
+
+    from pipelines import create
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (100, hard))
+        assert create.max_open_writers() == (100 - 32) // 2
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert create.max_open_writers() <= create.MAX_OPEN_WRITERS == 256

@@ -1,20 +1,32 @@
-"""Keyed random numbers: deterministic, independent of batching, uniform."""
+"""Keyed random numbers: deterministic, independent of batching, uniform; and
+no dead code (every function and constant is used by the pipelines)."""
+
+import ast
+import os
 
 import numpy as np
 import tensorflow as tf
 
 from pipelines import random_ops
 
+PIPELINES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "pipelines")
+
+
+def uniform(keys):
+    """One U[0, 1) number per key, as the pipelines draw them."""
+    return random_ops.uniform_bits(random_ops.mix64(keys))
+
 
 def test_keyed_numbers_do_not_depend_on_batching():
     key = random_ops.seed_key(5)
-    whole = random_ops.uniform(random_ops.fold_in(key, tf.range(100, dtype=tf.int64))).numpy()
+    whole = uniform(random_ops.fold_in(key, tf.range(100, dtype=tf.int64))).numpy()
     parts = np.concatenate([
-        random_ops.uniform(random_ops.fold_in(key, tf.range(i, i + 10, dtype=tf.int64))).numpy()
+        uniform(random_ops.fold_in(key, tf.range(i, i + 10, dtype=tf.int64))).numpy()
         for i in range(0, 100, 10)])
     np.testing.assert_array_equal(whole, parts)
-    other = random_ops.uniform(random_ops.fold_in(random_ops.seed_key(6),
-                                                  tf.range(100, dtype=tf.int64))).numpy()
+    other = uniform(random_ops.fold_in(random_ops.seed_key(6),
+                                       tf.range(100, dtype=tf.int64))).numpy()
     assert not np.allclose(whole, other)
 
 
@@ -22,7 +34,7 @@ def test_uniform_moments():
     # Mean 1/2 and variance 1/12 of U(0,1); n = 200k so the std of the mean is
     # sqrt(1/12/n) = 6.5e-4; 4 std tolerance.
     n = 200_000
-    u = random_ops.uniform(random_ops.fold_in(random_ops.seed_key(1), tf.range(n))).numpy()
+    u = uniform(random_ops.fold_in(random_ops.seed_key(1), tf.range(n))).numpy()
     assert abs(u.mean() - 0.5) < 4 * np.sqrt(1 / 12 / n)
     assert abs(u.var() - 1 / 12) < 4 * np.sqrt(1 / 180 / n)
     bits = random_ops.stream(random_ops.seed_key(2)[None], 50_000)
@@ -33,8 +45,8 @@ def test_uniform_moments():
 def test_binomial_half_matches_binomial_moments():
     for count in (0, 1, 5, 64, 200):
         n = 40_000
-        keys = random_ops.fold_in(random_ops.seed_key(count), tf.range(n))
-        draws = random_ops.binomial_half(keys, tf.fill([n], count)).numpy()
+        bits = random_ops.stream(random_ops.fold_in(random_ops.seed_key(count), tf.range(n)), 2)
+        draws = random_ops.binomial_half_bits(bits[:, 0], bits[:, 1], tf.fill([n], count)).numpy()
         assert draws.min() >= 0 and draws.max() <= count
         mean_std = np.sqrt(count / 4 / n)
         assert abs(draws.mean() - count / 2) <= 4 * mean_std + 1e-9, count
@@ -42,10 +54,43 @@ def test_binomial_half_matches_binomial_moments():
             assert abs(draws.var() / (count / 4) - 1) < 0.05, count
 
 
-def test_randint_is_inclusive_and_uniform():
+def test_randint_bits_is_inclusive_and_uniform():
     n = 60_000
-    r = random_ops.randint(random_ops.fold_in(random_ops.seed_key(3), tf.range(n)), 2, 7).numpy()
+    bits = random_ops.mix64(random_ops.fold_in(random_ops.seed_key(3), tf.range(n)))
+    r = random_ops.randint_bits(bits, 2, 7).numpy()
     counts = np.bincount(r, minlength=8)[2:]
     assert counts.sum() == n and (np.bincount(r)[:2] == 0).all()
     p = 1 / 6
     assert (np.abs(counts / n - p) < 4 * np.sqrt(p * (1 - p) / n)).all()
+
+
+def test_every_name_is_used_by_the_pipelines():
+    # random_ops is internal: a function or constant no other pipelines module
+    # (nor a used function of random_ops itself) refers to is dead code.
+    with open(os.path.join(PIPELINES_DIR, "random_ops.py")) as f:
+        tree = ast.parse(f.read())
+    defined = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            defined[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                defined[target.id] = node
+
+    def names_in(node):
+        return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    used = set()
+    for name in os.listdir(PIPELINES_DIR):
+        if name.endswith(".py") and name != "random_ops.py":
+            with open(os.path.join(PIPELINES_DIR, name)) as f:
+                other = ast.parse(f.read())
+            used |= {n.attr for n in ast.walk(other)
+                     if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                     and n.value.id == "random_ops"}
+    frontier = set(used)
+    while frontier:  # names used by used functions of random_ops
+        frontier = {n for name in frontier if name in defined
+                    for n in names_in(defined[name])} - used
+        used |= frontier
+    assert sorted(set(defined) - used) == []

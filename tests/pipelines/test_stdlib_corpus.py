@@ -56,3 +56,18 @@ def test_write_corpus_from_a_fake_stdlib(tmp_path):
 def test_bad_fraction():
     with pytest.raises(ValueError, match="1.5"):
         write_stdlib_corpus("unused", heldout_fraction=1.5)
+
+
+def test_too_few_documents_leave_no_file_behind(tmp_path):
+    # One module: no held-out document, an error, and neither file (nor a
+    # temporary one) is written; an earlier complete corpus stays as it was.
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "sheep.py").write_text(MODULE)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.txt").write_text("earlier corpus\n")
+    with pytest.raises(ValueError, match="too few documents"):
+        write_stdlib_corpus(str(out), heldout_fraction=0.05, seed=1, stdlib_dir=str(lib))
+    assert os.listdir(out) == ["train.txt"]
+    assert (out / "train.txt").read_text() == "earlier corpus\n"

@@ -160,3 +160,53 @@ def test_reader_errors(record_files, tmp_path):
         pipelines.pretraining_dataset(paths, 8, SEQ, PRED, masking="dynamic")
     with pytest.raises(FileNotFoundError, match="none-"):
         pipelines.pretraining_dataset(os.path.join(str(tmp_path), "none-*"), 8, SEQ, PRED)
+
+
+def hand_made_shard(path, **changes):
+    """Two records of length 6 (P=2): [CLS] 10 [MASK] [SEP] 11 [SEP], valid for
+    vocab_size >= 12 and type_vocab_size 2, with `changes` (feature -> (row, col, value))."""
+    feats = {
+        "input_ids": [[2, 10, 4, 3, 11, 3]] * 2, "input_mask": [[1] * 6] * 2,
+        "segment_ids": [[0, 0, 0, 0, 1, 1]] * 2, "token_boundary": [[1] * 6] * 2,
+        "masked_lm_positions": [[2, 0]] * 2, "masked_lm_ids": [[9, 0]] * 2,
+        "masked_lm_weights": [[1.0, 0.0]] * 2, "next_sentence_labels": [0, 1],
+    }
+    feats = {k: np.array(v) for k, v in feats.items()}
+    for name, (row, col, value) in changes.items():
+        feats[name][row, col] = value
+    with tf.io.TFRecordWriter(path) as w:
+        for record in tfrecords.serialize_examples(
+                {k: tf.constant(v) for k, v in feats.items()}).numpy():
+            w.write(record)
+    return path
+
+
+@pytest.mark.parametrize("feature,value,limit,masking", [
+    ("input_ids", 130, "vocab_size=120", "static"),
+    ("masked_lm_ids", 120, "vocab_size=120", "static"),
+    ("segment_ids", 2, "type_vocab_size=2", "static"),
+    ("segment_ids", -1, "type_vocab_size=2", "static"),
+    ("masked_lm_positions", 6, "max_seq_length=6", "static"),
+    ("input_ids", 500, "vocab_size=120", "dynamic"),
+])
+def test_out_of_range_ids_stop_the_reader_naming_feature_value_and_limit(
+        tmp_path, feature, value, limit, masking):
+    # On GPU/TPU an embedding gather with such an id silently reads zeros.
+    col = {"masked_lm_ids": 0, "masked_lm_positions": 1}.get(feature, 1)
+    path = hand_made_shard(str(tmp_path / "bad.tfrecord"), **{feature: (1, col, value)})
+    ds = pipelines.pretraining_dataset(path, 2, 6, 2, is_training=False, masking=masking,
+                                       vocab_size=120, type_vocab_size=2)
+    with pytest.raises(tf.errors.InvalidArgumentError) as error:
+        list(ds)
+    assert f"{feature} holds {value}, outside [0, {limit})" in error.value.message
+
+
+def test_in_range_ids_pass_and_limits_are_optional(tmp_path):
+    good = hand_made_shard(str(tmp_path / "good.tfrecord"))
+    batch = next(iter(pipelines.pretraining_dataset(good, 2, 6, 2, is_training=False,
+                                                    vocab_size=12, type_vocab_size=2)))
+    np.testing.assert_array_equal(batch["input_ids"].numpy()[0], [2, 10, 4, 3, 11, 3])
+    # Without limits only the positions (always known) are checked.
+    bad = hand_made_shard(str(tmp_path / "bad.tfrecord"), input_ids=(0, 1, 999))
+    batch = next(iter(pipelines.pretraining_dataset(bad, 2, 6, 2, is_training=False)))
+    assert batch["input_ids"].numpy()[0, 1] == 999
