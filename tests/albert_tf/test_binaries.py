@@ -37,6 +37,9 @@ def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("binaries")
     config_file = work / "albert_config.json"
     config_file.write_text(json.dumps(AlbertConfig.tiny().to_dict()))
+    partial_config = {k: v for k, v in AlbertConfig.tiny().to_dict().items() if k != "num_hidden_layers"}
+    partial_config_file = work / "partial_config.json"
+    partial_config_file.write_text(json.dumps(partial_config))
     shard = work / "data.tfrecord"
     shard.write_bytes(b"not empty")  # never read: the missing checkpoint stops the run first
     corpus = work / "corpus.txt"
@@ -51,6 +54,10 @@ def runs(tmp_path_factory):
         ],
         "create_vocab_vocab_too_big": [  # SentencePiece's own RuntimeError, turned into one line
             "albert-create-vocab", f"--input_file={corpus}", f"--model_prefix={work / 'vocab'}", "--vocab_size=5000"
+        ],
+        "pretrain_config_without_num_hidden_layers": [
+            "albert-pretrain", f"--albert_config_file={partial_config_file}", f"--input_file={shard}",
+            f"--output_dir={work / 'run'}",
         ],
         "pretrain_missing_init_checkpoint": [
             "albert-pretrain", f"--albert_config_file={config_file}", f"--input_file={shard}",
@@ -107,21 +114,24 @@ def test_helpfull_still_lists_every_flag(runs):
     assert "--verbosity" in done.stdout
 
 
-@pytest.mark.parametrize("key,binary,flag", [
-    ("convert_missing_input", "albert-convert", "--input"),
-    ("create_vocab_missing_input", "albert-create-vocab", "--input_file"),
-    ("create_vocab_vocab_too_big", "albert-create-vocab", "SentencePiece training failed (--vocab_size=5000)"),
-    ("pretrain_missing_init_checkpoint", "albert-pretrain", "--init_checkpoint"),
+@pytest.mark.parametrize("key,start,detail", [
+    ("convert_missing_input", "albert-convert: --input: ", "missing"),
+    ("create_vocab_missing_input", "albert-create-vocab: --input_file: ", "missing"),
+    ("create_vocab_vocab_too_big", "albert-create-vocab: SentencePiece training failed (--vocab_size=5000)",
+     "Vocabulary size too high"),
+    ("pretrain_config_without_num_hidden_layers", "albert-pretrain: --albert_config_file: ",
+     "required field(s) ['num_hidden_layers']"),
+    ("pretrain_missing_init_checkpoint", "albert-pretrain: --init_checkpoint: ", "missing"),
 ])
-def test_bad_input_is_one_line_naming_the_flag(runs, key, binary, flag):
+def test_bad_input_is_one_line_naming_the_flag(runs, key, start, detail):
     done = runs[key]
     assert done.returncode == 1, done.stderr[-3000:]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
     # The binary's own INFO lines (absl format, filtered too) may come first; its error is one line.
     lines = common.filter_startup_log(done.stderr, have_nvidia_driver=False).splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"{binary}: {flag}"), lines
-    assert "missing" in lines[0] or "Vocabulary size too high" in lines[0], lines
+    assert lines[0].startswith(start), lines
+    assert detail in lines[0], lines
 
 
 def test_no_cuda_error_on_a_cpu_only_machine(runs):
