@@ -1,0 +1,66 @@
+"""Task registry, the step schedule, option checks and eval_results.txt round trip."""
+
+import pytest
+
+from albert_tf.tasks import FinetuneOptions, TaskOptions, get_task, task_names
+from albert_tf.tasks import runner
+
+
+def test_every_task_name_maps_to_its_selection_metric():
+    expected = {"glue/cola": "matthew_corr", "glue/sts-b": "pearson", "glue/sst-2": "accuracy",
+                "glue/mnli": "accuracy", "csv": "accuracy", "squad_v1": "f1", "squad_v2": "f1",
+                "race": "accuracy", "tagging": "f1"}
+    for name, metric in expected.items():
+        assert get_task(name, TaskOptions()).selection_metric == metric, name
+    assert get_task("csv", TaskOptions(regression=True)).selection_metric == "pearson"
+    assert set(expected) <= set(task_names())
+    with pytest.raises(ValueError, match=r"--task='glue/sst3' is not a known task; expected one of: glue/cola"):
+        get_task("glue/sst3", TaskOptions())
+
+
+@pytest.mark.parametrize("examples,batch,epochs,per_epoch,expected", [
+    # The original: int(examples / batch * epochs) steps, warmup int(10%).
+    (1000, 32, 3.0, None, {"total_steps": 93, "warmup_steps": 9, "epochs": 3, "steps_per_epoch": 31}),
+    # 1.5 epochs = 15 steps in 2 Keras epochs of 8 (rounded up to equal epochs).
+    (100, 10, 1.5, None, {"total_steps": 16, "warmup_steps": 1, "epochs": 2, "steps_per_epoch": 8}),
+    # --steps_per_epoch cuts the run into shorter checkpoint intervals.
+    (1000, 10, 1.0, 25, {"total_steps": 100, "warmup_steps": 10, "epochs": 4, "steps_per_epoch": 25}),
+    # Fewer examples than one batch still trains one step.
+    (3, 32, 1.0, None, {"total_steps": 1, "warmup_steps": 0, "epochs": 1, "steps_per_epoch": 1}),
+])
+def test_training_schedule(examples, batch, epochs, per_epoch, expected):
+    options = FinetuneOptions("csv", "d", "o", train_batch_size=batch, num_train_epochs=epochs,
+                              steps_per_epoch=per_epoch)
+    assert runner.training_schedule(examples, options) == expected
+
+
+def test_option_errors_name_the_flag(tmp_path):
+    base = dict(task="csv", data_dir=str(tmp_path), output_dir=str(tmp_path / "o"), do_train=True,
+                albert_config_file="c.json")
+    for change, message in [({"learning_rate": 0.0}, "--learning_rate must be positive, got 0.0"),
+                            ({"num_train_epochs": -1.0}, "--num_train_epochs must be positive"),
+                            ({"warmup_proportion": 1.0}, r"--warmup_proportion must be in \[0, 1\), got 1.0"),
+                            ({"layerwise_lr_decay": 1.5}, r"--layerwise_lr_decay must be in \(0, 1\]"),
+                            ({"train_batch_size": 0}, "--train_batch_size must be positive"),
+                            ({"albert_config_file": None}, "exactly one of --init_checkpoint")]:
+        with pytest.raises(ValueError, match=message):
+            FinetuneOptions(**{**base, **change}).validate()
+    FinetuneOptions(**base).validate()
+
+
+def test_eval_results_round_trip(tmp_path):
+    path = str(tmp_path / "eval_results.txt")
+    runner.write_eval_results(path, {"f1": 0.5, "accuracy": 0.912, "num_examples": 7})
+    assert open(path).read() == "accuracy = 0.912\nf1 = 0.5\nnum_examples = 7\n"
+    assert runner.read_eval_results(path) == {"accuracy": 0.912, "f1": 0.5, "num_examples": 7.0}
+
+
+def test_spm_model_is_found_beside_the_checkpoint(tmp_path):
+    folder = tmp_path / "pretrained"
+    folder.mkdir()
+    (folder / "spm.model").write_bytes(b"x")
+    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), init_checkpoint=str(folder))
+    assert runner.find_spm_model(options) == str(folder / "spm.model")
+    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), albert_config_file="c.json")
+    with pytest.raises(FileNotFoundError, match="give --spm_model_file"):
+        runner.find_spm_model(options)
