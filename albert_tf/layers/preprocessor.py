@@ -213,6 +213,10 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         self.pad_to_max_length = bool(pad_to_max_length)
         self.tokenizer = vocab.make_tokenizer()
         self._detokenizer = tf_text.SentencepieceTokenizer(model=vocab.model_proto)
+        # SentencePiece and ragged ops have no XLA kernels: Keras's
+        # jit_compile="auto" (XLA on GPU machines) must stay off for a model
+        # holding this layer.
+        self.supports_jit = False
         self.built = True
 
     # ---------------------------------------------------------- properties
@@ -238,11 +242,12 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     def detokenize(self, ids) -> tf.Tensor:
         """Ragged or dense ids [B, None] -> tf.string [B] (the normalised text).
 
-        Dense inputs drop the special ids 0-4 ([CLS], [SEP], padding, ...).
+        Dense inputs drop padding, [CLS], [SEP] and [MASK] (not <unk>).
         """
         if not isinstance(ids, tf.RaggedTensor):
             ids = tf.convert_to_tensor(ids)
-            ids = tf.ragged.boolean_mask(ids, ids > MASK_ID)
+            special = (ids == PAD_ID) | (ids == CLS_ID) | (ids == SEP_ID) | (ids == MASK_ID)
+            ids = tf.ragged.boolean_mask(ids, ~special)
         return self._detokenizer.detokenize(tf.cast(ids, tf.int32))
 
     def _seq_length(self) -> Optional[int]:

@@ -106,3 +106,12 @@ def test_fit_under_mixed_bfloat16(spm_model):
         assert all(v.dtype == "float32" for v in clf.trainable_variables)
     finally:
         keras.mixed_precision.set_global_policy("float32")
+
+
+def test_get_config_round_trip(classifier):
+    config = json.loads(json.dumps(classifier.get_config()))
+    again = albert_tf.AlbertClassifier.from_config(config)
+    assert again.num_classes == 3 and again.preprocessor.max_seq_length == 16
+    again.set_weights(classifier.get_weights())
+    text = tf.constant(["ka lo mi"])
+    np.testing.assert_allclose(again(text).numpy(), classifier(text).numpy(), atol=1e-6)
