@@ -141,14 +141,18 @@ def test_no_cuda_error_on_a_cpu_only_machine(runs):
         assert "failed call to cuInit" not in done.stderr, (key, done.stderr[-2000:])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="albert_tf/__init__.py and pipelines/__init__.py import TensorFlow when a console script imports "
-    "its module, before run_binary can act; passes once both packages import TensorFlow lazily")
 def test_no_tensorflow_startup_notices(runs):
+    # TensorFlow prints these while it loads; run_binary can only silence them
+    # if the console script's imports (albert_tf, pipelines) do not load it.
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, albert_tf, pipelines; print('tensorflow' in sys.modules)"],
+        capture_output=True, text=True, timeout=300)
+    if probe.stdout.strip() == "True":
+        pytest.xfail("albert_tf/__init__.py or pipelines/__init__.py imports TensorFlow at import, before "
+                     "run_binary can quiet it (import lazily to fix)")
     for key, done in runs.items():
         for notice in NOISE:
-            assert notice not in done.stderr, (key, notice)
+            assert notice not in done.stderr, (key, notice, done.stderr[-2000:])
 
 
 def test_filter_keeps_real_messages():
