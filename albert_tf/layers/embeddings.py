@@ -11,6 +11,18 @@ def layer_norm(name: str, epsilon: float = LAYER_NORM_EPSILON) -> keras.layers.L
 
     The name always contains "layer_norm" so that optimizers can exclude its
     variables from weight decay by the original's regex.
+
+    Args:
+        name: the layer's name (contains "layer_norm").
+        epsilon: added to the variance (`AlbertConfig.layer_norm_eps`).
+
+    Returns:
+        A `keras.layers.LayerNormalization` with float32 dtype.
+
+    Example:
+    >>> norm = layer_norm("layer_norm", 1e-5)
+    >>> norm.epsilon, norm.dtype
+    (1e-05, 'float32')
     """
     return keras.layers.LayerNormalization(epsilon=epsilon, dtype="float32", name=name)
 
