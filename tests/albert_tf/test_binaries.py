@@ -163,3 +163,24 @@ def test_filter_keeps_real_messages():
         "W0000 00:00:1.0 something.cc:1] a real warning\n")
     # With a driver installed, a failed cuInit is a real problem: shown.
     assert "cuInit" in common.filter_startup_log(text, have_nvidia_driver=True)
+
+
+def test_every_console_script_runs_through_run_binary():
+    # Read statically: importing some binaries defines absl flags at import.
+    import ast
+    import re
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(repo, "setup.py"), encoding="utf-8") as f:
+        entry_points = re.findall(r'"(albert-[a-z-]+)=([\w.]+):(\w+)"', f.read())
+    assert len(entry_points) >= 5
+    for script, module, function in entry_points:
+        path = os.path.join(repo, *module.split(".")) + ".py"
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        entry = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
+        calls = [node for node in ast.walk(entry) if isinstance(node, ast.Call)
+                 and getattr(node.func, "id", None) == "run_binary"]
+        assert calls, f"{script}: {module}.{function}() does not call albert_tf.bin.common.run_binary"
+        assert isinstance(calls[0].args[2], ast.Constant) and calls[0].args[2].value == script, (
+            f"{script}: run_binary is given another name")
