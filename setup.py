@@ -23,7 +23,10 @@ setuptools.setup(
     ],
     extras_require={
         "test": ["pytest"],
-        "bench": ["keras-hub", "torch", "transformers"],
+        # torch==2.13.0: the CPU build pip finds on this project's machines; an
+        # unpinned torch pulls a multi-GB CUDA build. keras-hub/transformers:
+        # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).
+        "bench": ["keras-hub>=0.32,<0.33", "torch==2.13.0", "transformers>=5.24,<5.25"],
     },
     entry_points={
         "console_scripts": [

@@ -1,0 +1,1 @@
+"""Benchmarks of albert-tf (see bench/run.py)."""

@@ -1,0 +1,234 @@
+"""What every system's benchmark shares: the model shape, batches, FLOPs, text.
+
+Nothing here imports TensorFlow or PyTorch, so the orchestrator and the
+framework-free test can use it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import statistics
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+# ALBERT-base (albert_base_v2): the shape every system builds, random weights.
+ALBERT_BASE = dict(vocab_size=30000, embedding_size=128, hidden_size=768,
+                   num_hidden_layers=12, num_attention_heads=12,
+                   intermediate_size=3072, max_position_embeddings=512,
+                   type_vocab_size=2)
+# The text benchmarks use the SentencePiece model trained here, so the
+# vocabulary is its size (only the embedding lookup depends on it).
+TEXT_VOCAB_SIZE = 8000
+TEXT_MAX_SEQ_LENGTH = 128
+PREDICTIONS_PER_SEQ = 20
+
+
+def model_shape(preset: str) -> Dict[str, int]:
+    """H, E, L, I, V of the presets the benchmark uses (no TF import)."""
+    shapes = {
+        "albert_base_v2": dict(ALBERT_BASE),
+        "albert_large_v2": dict(ALBERT_BASE, hidden_size=1024, num_hidden_layers=24,
+                                num_attention_heads=16, intermediate_size=4096),
+        "bert_large": dict(ALBERT_BASE, hidden_size=1024, embedding_size=1024,
+                           num_hidden_layers=24, num_attention_heads=16,
+                           intermediate_size=4096),
+    }
+    if preset not in shapes:
+        raise ValueError(f"Unknown preset {preset!r}; expected one of {sorted(shapes)}.")
+    return shapes[preset]
+
+
+def forward_flops(shape: Dict[str, int], seq: int, preds: Optional[int]) -> float:
+    """Matmul FLOPs of one forward pass per sequence.
+
+    Embedding projection 2*T*E*H (only when E != H); per layer (compute is
+    not shared even when weights are): Q, K, V, O 8*T*H^2, scores and
+    weighted sum 4*T^2*H, FFN 4*T*H*I; pooler 2*H^2; with `preds` the
+    masked-LM head on the P masked positions 2*P*(H*E + E*V) and SOP 4*H.
+
+    Example:
+    >>> round(3 * forward_flops(model_shape("albert_base_v2"), 128, 20) / 1e9, 1)
+    67.6
+    """
+    h, e, i, v = (shape["hidden_size"], shape["embedding_size"],
+                  shape["intermediate_size"], shape["vocab_size"])
+    layer = 8 * seq * h * h + 4 * seq * seq * h + 4 * seq * h * i
+    total = shape["num_hidden_layers"] * layer + 2 * h * h
+    if e != h:
+        total += 2 * seq * e * h
+    if preds:
+        total += 2 * preds * (h * e + e * v) + 4 * h
+    return float(total)
+
+
+def training_flops(shape: Dict[str, int], seq: int, preds: int) -> float:
+    """Training FLOPs per sequence: forward + backward (twice the forward)."""
+    return 3.0 * forward_flops(shape, seq, preds)
+
+
+def parameter_count(shape: Dict[str, int], shared: bool) -> int:
+    """Weights of the encoder + MLM head (LayerNorms and biases included).
+
+    Example:
+    >>> round(parameter_count(model_shape("bert_large"), shared=False) / 1e6)
+    336
+    """
+    h, e, i, v, n = (shape["hidden_size"], shape["embedding_size"],
+                     shape["intermediate_size"], shape["vocab_size"],
+                     shape["num_hidden_layers"])
+    embeddings = (v + shape["max_position_embeddings"] + shape["type_vocab_size"]) * e + 2 * e
+    projection = (e * h + h) if e != h else 0
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    layers = layer * (1 if shared else n)
+    pooler = h * h + h
+    mlm_head = h * e + e + 2 * e + v
+    return embeddings + projection + layers + pooler + mlm_head + 2 * h + 2
+
+
+def synthetic_pretraining_batch(batch: int, seq: int, preds: int, vocab: int,
+                                seed: int = 0) -> Dict[str, np.ndarray]:
+    """A full-length MLM + SOP batch with the TFRecord contract's names."""
+    rng = np.random.default_rng(seed)
+    positions = np.stack([np.sort(rng.choice(np.arange(1, seq - 1), size=preds, replace=False))
+                          for _ in range(batch)])
+    return {
+        "input_ids": rng.integers(5, vocab, size=(batch, seq)).astype("int32"),
+        "input_mask": np.ones((batch, seq), "int32"),
+        "segment_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0).astype("int32"),
+        "masked_lm_positions": positions.astype("int32"),
+        "masked_lm_ids": rng.integers(5, vocab, size=(batch, preds)).astype("int32"),
+        "masked_lm_weights": np.ones((batch, preds), "float32"),
+        "next_sentence_labels": rng.integers(0, 2, size=(batch,)).astype("int32"),
+    }
+
+
+def timed_calls(fn: Callable[[], object], warmup: int, steps: int) -> List[float]:
+    """Seconds of each of `steps` calls of fn after `warmup` untimed calls.
+
+    fn must return only when its work is done (read a result back).
+    """
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def per_second(items: int, times: Sequence[float]) -> Dict[str, float]:
+    """items/s of the median call, with the fastest and slowest."""
+    return {"per_s": items / statistics.median(times), "best_per_s": items / min(times),
+            "worst_per_s": items / max(times), "n_timed": len(times)}
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far (ru_maxrss), MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+# ------------------------------------------------------------------- text
+def _docstring_sentences(limit: int) -> List[str]:
+    """Sentences from the standard library's docstrings (present everywhere)."""
+    import ast
+    import re
+    import sysconfig
+
+    stdlib = sysconfig.get_paths()["stdlib"]
+    splitter = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+    out: List[str] = []
+    for root, dirs, files in os.walk(stdlib):
+        dirs[:] = sorted(d for d in dirs if d not in ("site-packages", "test", "tests", "idlelib"))
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(root, name), encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+            except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)):
+                    doc = ast.get_docstring(node)
+                    if doc:
+                        text = " ".join(doc.split())
+                        out.extend(s for s in splitter.split(text) if s)
+            if len(out) >= limit:
+                return out
+    return out
+
+
+def _is_prose(sentence: str) -> bool:
+    """A sentence of words, not code: mostly alphabetic words, no REPL or markup."""
+    words = sentence.split()
+    if any(mark in sentence for mark in (">>>", "::", "=", "{", "`", "__")):
+        return False
+    alphabetic = sum(w.strip(".,;:!?()'\"").isalpha() for w in words)
+    return sentence[-1] in ".!?" and alphabetic >= 0.85 * len(words)
+
+
+def mixed_length_sentences(count: int = 32, min_words: int = 5, max_words: int = 60,
+                           seed: int = 0) -> List[str]:
+    """`count` real sentences whose word counts spread over min..max words.
+
+    Whole prose sentences from the standard library's docstrings: a uniform
+    word-count target per sentence, and the unused sentence closest to it.
+    """
+    pool = [s for s in _docstring_sentences(20000)
+            if min_words <= len(s.split()) <= max_words and _is_prose(s)]
+    rng = random.Random(seed)
+    rng.shuffle(pool)
+    chosen = []
+    for _ in range(count):
+        target = rng.randint(min_words, max_words)
+        best = min(range(len(pool)), key=lambda j: abs(len(pool[j].split()) - target))
+        chosen.append(pool.pop(best))
+    return chosen
+
+
+def text_corpus(path: str, max_sentences: int = 60000) -> str:
+    """One sentence a line from the docstrings, for the SentencePiece model."""
+    if not os.path.exists(path):
+        sentences = _docstring_sentences(max_sentences)
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("\n".join(sentences) + "\n")
+        os.replace(tmp, path)
+    return path
+
+
+def spm_model(cache_dir: str) -> str:
+    """A TEXT_VOCAB_SIZE-piece SentencePiece model with ALBERT's special pieces.
+
+    Trained once on docstring sentences with the project's own settings
+    (pad 0, unk 1, [CLS] 2, [SEP] 3, [MASK] 4), cached in cache_dir.
+    """
+    os.makedirs(cache_dir, exist_ok=True)
+    prefix = os.path.join(cache_dir, f"bench_sp{TEXT_VOCAB_SIZE}")
+    if not os.path.exists(prefix + ".model"):
+        from pipelines import tokenizer
+
+        corpus = text_corpus(os.path.join(cache_dir, "docstrings.txt"))
+        tokenizer.train_sentencepiece([corpus], prefix, vocab_size=TEXT_VOCAB_SIZE)
+    return prefix + ".model"
+
+
+def cpu_description() -> Dict[str, object]:
+    """CPU model, core count and the flags that decide the fast precision."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name") and model == "unknown":
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags") and not flags:
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
+    return {"model": model, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}

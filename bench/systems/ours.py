@@ -1,0 +1,177 @@
+"""albert-tf: the custom training step, AlbertPretrainer.fit, the encoder, the
+task model's in-graph text path and the exported SavedModel."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from typing import Dict, List
+
+import numpy as np
+import tensorflow as tf
+
+from bench.systems import common
+
+
+def _config(preset: str, vocab_size: int = None):
+    import albert_tf
+
+    overrides = {"vocab_size": vocab_size} if vocab_size else {}
+    return albert_tf.AlbertConfig.from_preset(preset, **overrides)
+
+
+def _optimization(batch: int):
+    from albert_tf import training
+
+    return training.OptimizationConfig(train_batch_size=batch, num_train_steps=10 ** 6,
+                                       num_warmup_steps=10, learning_rate=1e-4)
+
+
+def train_step(preset: str, precision: str, xla: bool, batch: int, seq: int, warmup: int,
+               steps: int, optimizer_alone: bool = False) -> Dict[str, float]:
+    """albert-pretrain's step (`albert_tf.training.step.build_train_step`).
+
+    The same TrainState (model, LAMB with clipping, schedule) and distributed
+    step the binary runs, fed from an in-memory dataset; checkpointing and
+    logging, which happen every few thousand steps, are left out.
+    With optimizer_alone, also times the LAMB update on its own (zero
+    gradients, the same memory traffic), to split the step into arithmetic
+    (forward + backward) and the parameter-proportional update.
+    """
+    from albert_tf import runtime
+    from albert_tf.training.state import TrainState
+    from albert_tf.training.step import build_train_step, distributed_train_iterator
+
+    config = _config(preset)
+    strategy = tf.distribute.get_strategy()
+    examples = common.synthetic_pretraining_batch(batch, seq, common.PREDICTIONS_PER_SEQ,
+                                                  config.vocab_size)
+    with tempfile.TemporaryDirectory() as ckpt_dir:
+        state = TrainState.create(config, _optimization(batch), runtime.resolve_mixed_precision(precision),
+                                  strategy, ckpt_dir, 1)
+        iterator = distributed_train_iterator(
+            strategy, lambda ctx: tf.data.Dataset.from_tensors(examples).repeat(), 0, seq,
+            common.PREDICTIONS_PER_SEQ, batch)
+        step = build_train_step(state, strategy, 1, xla)
+        times = common.timed_calls(lambda: float(step(iterator)["mlm_nll_sum"]), warmup, steps)
+        result = common.per_second(batch, times)
+        result["parameters"] = int(sum(np.prod(v.shape) for v in state.model.trainable_variables))
+        if optimizer_alone:
+            variables = state.model.trainable_variables
+
+            @tf.function
+            def update():
+                state.optimizer.apply_gradients([(tf.zeros_like(v), v) for v in variables])
+                return state.optimizer.iterations
+
+            opt_times = common.timed_calls(lambda: int(update()), 1, 3)
+            result["optimizer_s"] = statistics.median(opt_times)
+            result["step_s"] = statistics.median(times)
+    return result
+
+
+def train_fit(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
+              preset: str = "albert_base_v2") -> Dict[str, float]:
+    """`AlbertPretrainer.compile(optimizer=LAMB, jit_compile=xla)` then `fit`.
+
+    Per-step times from a callback (TF runs the CPU train function
+    synchronously, so batch ends are step ends).
+    """
+    import keras
+
+    import albert_tf
+    from albert_tf import runtime
+
+    config = _config(preset)
+    model = albert_tf.AlbertPretrainer(
+        config, dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
+    opt = _optimization(batch)
+    model.compile(optimizer=opt.create_optimizer(), jit_compile=xla)
+    examples = common.synthetic_pretraining_batch(batch, seq, common.PREDICTIONS_PER_SEQ,
+                                                  config.vocab_size)
+    dataset = tf.data.Dataset.from_tensors(examples).repeat()
+    return _fit_timed(model, dataset, batch, warmup, steps, keras)
+
+
+def _fit_timed(model, dataset, batch, warmup, steps, keras) -> Dict[str, float]:
+    stamps: List[float] = []
+
+    class Stamp(keras.callbacks.Callback):
+        def on_train_batch_end(self, step, logs=None):
+            stamps.append(time.perf_counter())
+
+    model.fit(dataset, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[Stamp()])
+    times = list(np.diff(stamps[warmup - 1:])) if warmup >= 1 else list(np.diff(stamps))
+    return common.per_second(batch, times)
+
+
+def _tf_encoder_batch(batch: int, seq: int, vocab: int) -> Dict[str, tf.Tensor]:
+    ex = common.synthetic_pretraining_batch(batch, seq, 1, vocab)
+    return {k: tf.constant(ex[k]) for k in ("input_ids", "input_mask", "segment_ids")}
+
+
+def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
+    """Encoder forward pass (pooled output), tf.function, optionally XLA."""
+    import albert_tf
+    from albert_tf import runtime
+
+    encoder = albert_tf.AlbertEncoder(
+        _config("albert_base_v2"),
+        dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
+    inputs = _tf_encoder_batch(batch, seq, encoder.config.vocab_size)
+    forward = tf.function(lambda x: encoder(x, training=False)["pooled_output"], jit_compile=xla)
+    times = common.timed_calls(lambda: forward(inputs).numpy(), warmup, steps)
+    return common.per_second(batch, times)
+
+
+def _text_classifier(precision: str, spm_path: str):
+    import albert_tf
+    from albert_tf import runtime
+
+    config = _config("albert_base_v2", vocab_size=common.TEXT_VOCAB_SIZE)
+    pre = albert_tf.AlbertTextPreprocessor(spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
+    return albert_tf.AlbertClassifier(
+        config, 2, preprocessor=pre,
+        dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
+
+
+def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int) -> Dict[str, float]:
+    """Raw strings through the task model (in-graph preprocessor + encoder + head)."""
+    model = _text_classifier(precision, spm_path)
+    batch = tf.constant(sentences)
+    forward = tf.function(lambda t: model(t, training=False))
+    lengths = model.preprocessor(batch)["input_ids"].shape[1]
+    times = common.timed_calls(lambda: forward(batch).numpy(), warmup, steps)
+    result = common.per_second(len(sentences), times)
+    result["padded_length"] = int(lengths)
+    return result
+
+
+def saved_model_text(precision: str, spm_path: str, sentences: List[str], warmup: int,
+                     steps: int) -> Dict[str, float]:
+    """Raw strings through the SavedModel `albert_tf.export_saved_model` writes:
+    a batch of all sentences, then single-sentence requests (latency)."""
+    import albert_tf
+
+    model = _text_classifier(precision, spm_path)
+    with tempfile.TemporaryDirectory() as export_dir:
+        path = albert_tf.export_saved_model(model, export_dir)
+        del model
+        loaded = tf.saved_model.load(path)
+        serve = loaded.signatures["serving_default"]
+        batch = tf.constant(sentences)
+        times = common.timed_calls(lambda: serve(text=batch)["probabilities"].numpy(), warmup, steps)
+        result = common.per_second(len(sentences), times)
+        singles = [tf.constant([s]) for s in sentences]
+        for s in singles[:3]:
+            serve(text=s)["probabilities"].numpy()
+        latencies = []
+        for s in singles:
+            start = time.perf_counter()
+            serve(text=s)["probabilities"].numpy()
+            latencies.append(time.perf_counter() - start)
+        result["latency_ms_median"] = 1000 * statistics.median(latencies)
+        result["latency_ms_p90"] = 1000 * float(np.percentile(latencies, 90))
+    return result

@@ -1,0 +1,122 @@
+"""bench.run: plan, FLOP and parameter counts, worker round trip, tables.
+
+Needs neither torch nor keras-hub (CI installs only the test extra): the
+peers' modules are never imported here.
+"""
+
+import os
+import sys
+
+import pytest
+
+from bench import run
+from bench.systems import common
+
+
+def _matmuls(shape, seq, preds):
+    """The forward pass's matmuls, listed one by one as (m, k, n)."""
+    h, e, i, v, n = (shape["hidden_size"], shape["embedding_size"], shape["intermediate_size"],
+                     shape["vocab_size"], shape["num_hidden_layers"])
+    heads = shape["num_attention_heads"]
+    d = h // heads
+    per_layer = ([(seq, h, h)] * 4                       # Q, K, V, output projections
+                 + [(seq, d, seq)] * heads               # scores per head
+                 + [(seq, seq, d)] * heads               # weighted values per head
+                 + [(seq, h, i), (seq, i, h)])           # FFN
+    out = per_layer * n + [(1, h, h)]                    # pooler
+    if e != h:
+        out.append((seq, e, h))                          # E -> H projection
+    out += [(preds, h, e), (preds, e, v), (1, h, 2)]     # MLM transform, decoder; SOP
+    return out
+
+
+@pytest.mark.parametrize("preset,seq", [("albert_base_v2", 128), ("bert_large", 512)])
+def test_forward_flops_equal_the_sum_over_the_models_matmuls(preset, seq):
+    shape = common.model_shape(preset)
+    want = sum(2 * m * k * n for m, k, n in _matmuls(shape, seq, 20))
+    assert common.forward_flops(shape, seq, 20) == pytest.approx(want)
+    assert common.training_flops(shape, seq, 20) == pytest.approx(3 * want)
+
+
+def test_albert_base_training_flops_match_the_issue():
+    # Issue 10 quotes 67.6 GFLOP per training sequence at length 128.
+    assert common.training_flops(common.model_shape("albert_base_v2"), 128, 20) / 1e9 == pytest.approx(67.6, abs=0.05)
+
+
+@pytest.mark.parametrize("sharing", ["all", "none"])
+def test_parameter_count_matches_the_built_model(sharing):
+    import albert_tf
+
+    cfg = albert_tf.AlbertConfig.tiny(sharing=sharing, num_hidden_groups=1 if sharing == "all" else 2,
+                                      **({} if sharing == "all" else {"embedding_size": 32}))
+    shape = {k: getattr(cfg, k) for k in ("vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+                                          "num_attention_heads", "intermediate_size",
+                                          "max_position_embeddings", "type_vocab_size")}
+    model = albert_tf.AlbertPretrainer(cfg)
+    built = sum(int(v.numpy().size) for v in model.trainable_variables)
+    assert common.parameter_count(shape, shared=sharing == "all") == built
+
+
+def test_synthetic_batch_has_distinct_sorted_positions_inside_the_sequence():
+    b = common.synthetic_pretraining_batch(4, 16, 5, 100)
+    pos = b["masked_lm_positions"]
+    assert pos.shape == (4, 5) and pos.min() >= 1 and pos.max() <= 14
+    assert all(len(set(row)) == 5 and list(row) == sorted(row) for row in pos)
+    assert b["input_ids"].min() >= 5 and b["input_ids"].max() < 100
+
+
+def test_prose_filter():
+    assert common._is_prose("Return the number of items in the queue.")
+    assert not common._is_prose(">>> x = f(1)")
+    assert not common._is_prose("An example:: T = TypeVar('T')")
+    assert not common._is_prose("no full stop at the end")
+
+
+def test_plans_cover_every_measure_and_keys_are_unique():
+    quick = run.plan(True, "sp.model", ["a b c."])
+    full = run.plan(False, "sp.model", ["a b c."])
+    for p in (quick, full):
+        assert len({m.key for m in p}) == len(p)
+        assert {m.group for m in p} == {"matmul", "train", "infer", "text", "large"}
+        assert {m.system for m in p if m.group == "train"} == {
+            "albert-tf step", "albert-tf fit", "keras-hub fit", "Hugging Face"}
+    assert len(quick) < len(full)
+    assert {m.kwargs["seq"] for m in full if m.group == "train"} == {128, 512}
+    assert {m.kwargs["batch"] for m in full if m.group == "infer"} == {1, 8, 32}
+    assert {(m.kwargs["precision"], m.kwargs["xla"]) for m in full if m.system == "albert-tf step"} == {
+        ("float32", False), ("float32", True), ("bfloat16", False), ("bfloat16", True)}
+
+
+def test_worker_round_trip_and_errors():
+    ok = run.Measurement("matmul", "machine", "common", "cpu_description", {})
+    run.run_one(ok, timeout=120, python=sys.executable)
+    assert not ok.errors and ok.runs[0]["cores"] == os.cpu_count() and ok.runs[0]["peak_rss_mb"] > 0
+    bad = run.Measurement("matmul", "machine", "common", "no_such_function", {})
+    run.run_one(bad, timeout=120, python=sys.executable)
+    assert not bad.runs and "no_such_function" in bad.errors[0] and bad.errors[0].startswith("exit 1")
+
+
+def _measured(group, system, module, function, kwargs, values, **extra):
+    m = run.Measurement(group, system, module, function, kwargs)
+    m.runs = [dict(per_s=v, peak_rss_mb=1000.0, **extra) for v in values]
+    return m
+
+
+def test_tables_show_medians_mfu_and_ratios():
+    base = common.model_shape("albert_base_v2")
+    flops = common.training_flops(base, 128, 20)
+    matmul = run.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates", {"precision": "bfloat16"})
+    matmul.runs = [{f"tf {m}x{k}x{n}": 100.0 for m, k, n in __import__("bench.systems.matmul").systems.matmul.SHAPES}]
+    matmul.runs[0]["tf 2048x2048x2048"] = 400.0
+    kw = dict(precision="bfloat16", xla=False, batch=8, seq=128)
+    ours = _measured("train", "albert-tf step", "ours", "train_step", kw, [3.0, 4.0, 5.0])
+    peer = _measured("train", "keras-hub fit", "kerashub", "train_fit", kw, [2.0, 2.0, 1.0])
+    header = dict(command="python -m bench.run --quick", date="today", minutes=1.0, load_start=0.5,
+                  load_end=0.6, cpu={"model": "Test CPU", "cores": 2, "flags": ["avx512f", "avx512_bf16"]},
+                  versions={"tensorflow": "2.21.0"}, reps=3, data_note="cited")
+    text = run.render([matmul, ours, peer], header)
+    assert run.matmul_limits([matmul]) == {"bfloat16": 400.0}
+    # median 4.0 seq/s x 67.6 GFLOP / 400 GFLOP/s = 68 %
+    assert f"| 4.00 | 3.00, 4.00, 5.00 | {100 * 4.0 * flops / 1e9 / 400:.0f}% |" in text
+    assert "**2.00x**" in text  # 4.0 / 2.0
+    assert "Test CPU" in text and "AMX: no" in text and "avx512_bf16: yes" in text
