@@ -159,9 +159,9 @@ def run() -> None:
     """Console-script entry point (setup.py: albert-pretrain)."""
     # Flags are defined here, not at import, so that importing several
     # binaries in one process (tests) cannot collide.
-    albert_flags.define_all_pretraining_flags()
-    flags.adopt_module_key_flags(albert_flags)  # list them in --helpshort
-    app.run(main)
+    from albert_tf.bin.common import run_binary
+
+    run_binary(main, albert_flags.define_all_pretraining_flags, "albert-pretrain", __doc__)
 
 
 if __name__ == "__main__":
