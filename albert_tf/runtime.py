@@ -103,20 +103,53 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return task_type == "worker" and task_id == 0 and "chief" not in spec
 
 
-def _cpu_has_amx() -> bool:
+def _cpu_flags() -> frozenset:
+    """The feature flags of the first CPU in /proc/cpuinfo (empty elsewhere)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return "amx_bf16" in f.read()
+            for line in f:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
     except OSError:
-        return False
+        pass
+    return frozenset()
+
+
+def _cpu_has_amx() -> bool:
+    return "amx_bf16" in _cpu_flags()
+
+
+def _cpu_has_fast_bfloat16() -> bool:
+    """AMX tiles or AVX-512 bfloat16 dot products (avx512_bf16).
+
+    Measured (bench/RESULTS.md): with avx512_bf16 and no AMX, oneDNN's
+    bfloat16 matmuls run at about twice the float32 rate and ALBERT-base
+    trains about 1.7x faster in mixed bfloat16; without either, bfloat16 is
+    emulated and runs at half the float32 speed.
+    """
+    return bool(_cpu_flags() & {"amx_bf16", "avx512_bf16"})
+
+
+def default_jit_compile() -> bool:
+    """Whether XLA is the faster default here: on a GPU or TPU, never on a CPU.
+
+    On CPUs XLA's dots do not beat TensorFlow's oneDNN kernels, and with
+    bfloat16 they run at about half their speed (bench/RESULTS.md).
+
+    Example:
+
+    >>> default_jit_compile() in (True, False)
+    True
+    """
+    return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
 def resolve_mixed_precision(choice: str) -> str:
     """The compute precision a --mixed_precision choice means on this machine.
 
-    "auto" is bfloat16 on a GPU or on a CPU with AMX units (amx_bf16 in
-    /proc/cpuinfo) and float32 elsewhere: without AMX, bfloat16 matmuls on a
-    CPU are slower than float32 ones.
+    "auto" is bfloat16 on a GPU or on a CPU with bfloat16 arithmetic (AMX
+    or avx512_bf16 in /proc/cpuinfo) and float32 elsewhere: without them,
+    bfloat16 matmuls on a CPU are slower than float32 ones.
 
     Args:
         choice: one of MIXED_PRECISION_CHOICES.
@@ -140,7 +173,7 @@ def resolve_mixed_precision(choice: str) -> str:
         raise ValueError(
             f"--mixed_precision={choice!r}; expected one of "
             f"{', '.join(MIXED_PRECISION_CHOICES)}.")
-    if tf.config.list_physical_devices("GPU") or _cpu_has_amx():
+    if tf.config.list_physical_devices("GPU") or _cpu_has_fast_bfloat16():
         return "bfloat16"
     return "float32"
 

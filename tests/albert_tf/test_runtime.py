@@ -9,16 +9,17 @@ from albert_tf import runtime, training
 import flags.core_flags as albert_flags
 
 
-@pytest.mark.parametrize("gpus,amx,want", [
-    ([], False, "float32"),
-    ([], True, "bfloat16"),
-    (["GPU:0"], False, "bfloat16"),
+@pytest.mark.parametrize("gpus,cpu_flags,want", [
+    ([], "fpu avx2 avx512f", "float32"),
+    ([], "fpu avx512f amx_bf16 amx_tile", "bfloat16"),
+    ([], "fpu avx512f avx512_bf16", "bfloat16"),  # AVX-512 bf16 dot products, no AMX
+    (["GPU:0"], "fpu", "bfloat16"),
 ])
-def test_auto_precision_follows_the_hardware(monkeypatch, gpus, amx, want):
+def test_auto_precision_follows_the_hardware(monkeypatch, gpus, cpu_flags, want):
     real = tf.config.list_physical_devices
     monkeypatch.setattr(tf.config, "list_physical_devices",
                         lambda kind=None: gpus if kind == "GPU" else real(kind))
-    monkeypatch.setattr(runtime, "_cpu_has_amx", lambda: amx)
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(cpu_flags.split()))
     assert runtime.resolve_mixed_precision("auto") == want
 
 
@@ -36,6 +37,19 @@ def test_amx_is_read_from_cpuinfo(monkeypatch, tmp_path):
     assert runtime._cpu_has_amx()
     fake.write_text("flags\t: fpu avx512f avx512_bf16\n")
     assert not runtime._cpu_has_amx()
+    assert runtime._cpu_has_fast_bfloat16()
+    fake.write_text("processor\t: 0\nflags\t: fpu avx2 avx512f\n")
+    assert not runtime._cpu_has_fast_bfloat16()
+
+
+def test_xla_is_never_the_default_on_a_cpu(monkeypatch):
+    real = tf.config.list_physical_devices
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: [] if kind in ("GPU", "TPU") else real(kind))
+    assert runtime.default_jit_compile() is False
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda kind=None: ["GPU:0"] if kind == "GPU" else real(kind))
+    assert runtime.default_jit_compile() is True
 
 
 def test_explicit_precisions_and_policies():
