@@ -40,13 +40,17 @@ Outputs by head (float outputs are float32 even for mixed-precision models):
 - multiple_choice: `probabilities` [B, N], `logits` [B, N], `choice` int32 [B].
 - tagging: `tags` (tf.string [B, T]; "" on padding), `pieces` (tf.string
   [B, T], the SentencePiece pieces including [CLS]/[SEP]; "" on padding),
-  `tag_ids` int32 [B, T], `input_mask` [B, T].
+  `tag_ids` int32 [B, T] (-1 on padding), `input_mask` [B, T].
 
 The folder also holds assets/spm.model, assets/albert_config.json and, for
 task models, assets/task_config.json plus assets/label_names.txt (classifier)
 or assets/tag_names.txt (tagging), so it can be copied to a server as it is.
 Loading needs only `import tensorflow, tensorflow_text` (for the
 SentencePiece op), never this package.
+
+`rest_predict(path, {"instances": [...]})` answers a TF Serving REST body
+with the SavedModel loaded in this process, to check an export without a
+model server.
 
 Example:
 
@@ -55,11 +59,15 @@ Example:
 >>> albert_tf.export_saved_model(enc, "exports/albert",                # doctest: +SKIP
 ...                              spm_model_file="runs/base/spm.model")
 'exports/albert/1'
+>>> rest_predict("exports/albert/1", {"instances": [{"text": "Hello."}]})  # doctest: +SKIP
+{'predictions': [{'pooled_output': [...], 'sequence_output': [...], 'input_mask': [1, 1, 1, 1]}]}
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import types
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -154,7 +162,8 @@ def export_saved_model(
     if tf.io.gfile.exists(tmp_dir):
         tf.io.gfile.rmtree(tmp_dir)
     try:
-        tf.saved_model.save(serving, tmp_dir, signatures=serving.signatures())
+        with _quiet_tensorflow_logger():
+            tf.saved_model.save(serving, tmp_dir, signatures=serving.signatures())
         _write_assets(tmp_dir, model, preprocessor, serving)
         if tf.io.gfile.exists(final_dir):
             raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
@@ -163,6 +172,24 @@ def export_saved_model(
         if tf.io.gfile.exists(tmp_dir):
             tf.io.gfile.rmtree(tmp_dir)
     return final_dir
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_logger():
+    """Hides tf.saved_model.save's INFO lines (input renaming, sharding, the
+    temporary folder's name); warnings still show."""
+    from absl import logging as absl_logging
+
+    logger = tf.get_logger()
+    level, verbosity = logger.level, absl_logging.get_verbosity()
+    if logger.getEffectiveLevel() < logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    absl_logging.set_verbosity(min(verbosity, absl_logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        absl_logging.set_verbosity(verbosity)
 
 
 def head_of(model: Any) -> str:
@@ -726,6 +753,79 @@ _HEAD_BUILDERS = {
 }
 
 
+# ------------------------------------------------------------ REST format
+def rest_inputs(body: Mapping[str, Any], input_specs: Mapping[str, tf.TensorSpec]) -> Dict[str, tf.Tensor]:
+    """A TF Serving REST predict body (row format) -> batched input tensors.
+
+    `{"instances": [{"text": "a"}, {"text": "b"}]}` gives {"text": ["a", "b"]};
+    bare values (`{"instances": ["a", "b"]}`) are allowed when the signature
+    has one input, as in TF Serving.
+
+    Args:
+        body: the request body ("instances", optional "signature_name").
+        input_specs: the signature's inputs (name -> TensorSpec).
+
+    Raises:
+        ValueError: naming the instance keys that do not match the inputs.
+
+    Example:
+    >>> spec = {"text": tf.TensorSpec([None], tf.string)}
+    >>> rest_inputs({"instances": ["a", "b"]}, spec)["text"].numpy().tolist()
+    [b'a', b'b']
+    """
+    unknown = sorted(set(body) - {"instances", "signature_name"})
+    if unknown or not isinstance(body.get("instances"), list) or not body["instances"]:
+        raise ValueError(f"A predict body needs a non-empty 'instances' list (row format); got keys {sorted(body)}.")
+    instances = body["instances"]
+    if all(isinstance(row, Mapping) for row in instances):
+        for i, row in enumerate(instances):
+            if set(row) != set(input_specs):
+                raise ValueError(f"instances[{i}] has keys {sorted(row)}; the signature's inputs are "
+                                 f"{sorted(input_specs)}.")
+        columns = {name: [row[name] for row in instances] for name in input_specs}
+    elif len(input_specs) == 1:
+        columns = {next(iter(input_specs)): list(instances)}
+    else:
+        raise ValueError(f"Bare instances need a signature with one input; this one has {sorted(input_specs)}.")
+    return {name: tf.constant(values, dtype=input_specs[name].dtype) for name, values in columns.items()}
+
+
+def _json_value(array: np.ndarray):
+    if array.dtype.kind in "SO":
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist()
+    return array.tolist()
+
+
+def rest_predict(saved_model: Any, body: Mapping[str, Any]) -> Dict[str, Any]:
+    """Answers a TF Serving REST predict body with a SavedModel loaded here.
+
+    Row format in and out, as TF Serving's REST API documents it: one
+    prediction per instance, a dict of the signature's outputs (the bare value
+    when it has a single output); strings decoded as UTF-8. For checking an
+    export (and the demo) without a model server; it is not TF Serving.
+
+    Args:
+        saved_model: a SavedModel version folder, or what `tf.saved_model.load`
+            returned for one.
+        body: e.g. {"instances": [{"text": "..."}]}, with an optional
+            "signature_name" (default "serving_default").
+
+    Returns:
+        {"predictions": [...]}.
+    """
+    loaded = tf.saved_model.load(saved_model) if isinstance(saved_model, (str, os.PathLike)) else saved_model
+    name = body.get("signature_name", "serving_default")
+    if name not in loaded.signatures:
+        raise ValueError(f"signature_name {name!r} is not in the SavedModel; it has {sorted(loaded.signatures)}.")
+    fn = loaded.signatures[name]
+    outputs = {key: value.numpy() for key, value in fn(**rest_inputs(body, fn.structured_input_signature[1])).items()}
+    count = len(body["instances"])
+    rows = [{key: _json_value(np.asarray(value[i])) for key, value in outputs.items()} for i in range(count)]
+    if len(outputs) == 1:
+        rows = [next(iter(row.values())) for row in rows]
+    return {"predictions": rows}
+
+
 # ------------------------------------------------------------------- assets
 def _write_assets(saved_dir: str, model, preprocessor, serving: _Serving) -> None:
     """SentencePiece model, config and label names beside the graph.
@@ -756,4 +856,5 @@ def _write_assets(saved_dir: str, model, preprocessor, serving: _Serving) -> Non
             f.write("".join(n.decode("utf-8") + "\n" for n in names.numpy()))
 
 
-__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_saved_model", "head_of", "next_version"]
+__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_saved_model", "head_of",
+           "next_version", "rest_inputs", "rest_predict"]

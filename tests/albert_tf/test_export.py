@@ -442,6 +442,24 @@ def test_every_export_is_self_contained(exported):
         assert os.listdir(os.path.dirname(exported["paths"][head])) == ["1"]
 
 
+def test_rest_predict_in_process(exported):
+    import tensorflow as tf
+
+    from albert_tf.export import rest_predict
+
+    loaded = tf.saved_model.load(exported["paths"]["classifier"])
+    answer = rest_predict(loaded, REST_REQUESTS["classifier"])
+    worker = exported["results"]["rest_classifier"]["outputs"]
+    assert [set(p) for p in answer["predictions"]] == [DOCUMENTED_OUTPUTS["classifier"]] * 2
+    assert [p["label"] for p in answer["predictions"]] == worker["label"]["values"]
+    np.testing.assert_allclose([p["probabilities"] for p in answer["predictions"]],
+                               worker["probabilities"]["values"], atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"instances\[0\] has keys \['txt'\]"):
+        rest_predict(loaded, {"instances": [{"txt": "x"}]})
+    with pytest.raises(ValueError, match="serve_text_pair"):
+        rest_predict(loaded, {"signature_name": "nope", "instances": ["x"]})
+
+
 def _cli(command, model_dir):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     return subprocess.run(command.replace("MODEL_DIR", model_dir), shell=True, cwd=REPO, env=env,
