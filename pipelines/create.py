@@ -281,7 +281,8 @@ def build_manifest(config: PretrainingDataConfig, input_files: Sequence[str],
 
 
 def _describe_file(entry: Dict[str, object]) -> str:
-    return f"{entry.get('name')} ({entry.get('bytes')} bytes, sha256 {str(entry.get('sha256'))[:12]})"
+    digest = str(entry.get("sha256"))[:12]
+    return f"{entry.get('name')} ({entry.get('bytes')} bytes, sha256 {digest})"
 
 
 def manifest_differences(old: Dict[str, object], new: Dict[str, object]) -> List[str]:
@@ -386,12 +387,14 @@ def _reconcile_manifest(output_dir: str, manifest: Dict[str, object],
     if not overwrite:
         if old is None:
             existing = _existing_shard_files(output_dir, config.file_prefix)
-            if existing:
+            # Read again: another worker of this run may have written it meanwhile.
+            old = _read_manifest(path) if existing else None
+            if old is None and existing:
                 raise ValueError(
                     f"{output_dir} holds {len(existing)} shard(s) ({existing[0]}, ...) but no "
                     f"manifest {os.path.basename(path)}: the settings and inputs that made them "
                     f"are unknown. {how_to}")
-        elif old != manifest:
+        if old is not None and old != manifest:
             raise ValueError(
                 f"{output_dir} holds shards made with other settings or inputs (from {path}): "
                 + "; ".join(manifest_differences(old, manifest)) + f". {how_to}")
@@ -576,9 +579,7 @@ def create_pretraining_data(
     spills = {(s, b): _temp_path(finals[s], f"spill-{b:02d}")
               for s in pending for b in range(buckets)}
     staging = os.path.join(output_dir, f".{config.file_prefix}-w{shard_index:05d}-staging")
-    for stale in (tf.io.gfile.glob(staging + "-*")
-                  + [p for s in pending for p in tf.io.gfile.glob(_temp_path(finals[s], "spill*"))]):
-        tf.io.gfile.remove(stale)
+    _remove_stale_temporaries(output_dir, [finals[s] for s in pending], staging)
     counts = _write_spill_files(dataset, config, spills, staging, summary, start_time)
 
     if summary.instances == 0 and num_workers == 1:
@@ -608,6 +609,19 @@ def create_pretraining_data(
         logging.info("Wrote %s (%d instances).", finals[s], counts[s])
     summary.seconds = time.time() - start_time
     return summary
+
+
+def _remove_stale_temporaries(output_dir: str, pending_finals: List[str],
+                              staging_prefix: str) -> None:
+    """Removes spill, staging and incomplete files an interrupted run of this
+    worker left (one directory listing, not one glob per shard)."""
+    pending_names = {os.path.basename(path) for path in pending_finals}
+    staging_name = os.path.basename(staging_prefix) + "-"
+    temporary = re.compile(r"^\.(.+)\.(spill.*|incomplete)$")
+    for name in tf.io.gfile.listdir(output_dir):
+        match = temporary.match(name)
+        if name.startswith(staging_name) or (match and match.group(1) in pending_names):
+            tf.io.gfile.remove(os.path.join(output_dir, name))
 
 
 def _with_settings(config: PretrainingDataConfig,

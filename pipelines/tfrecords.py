@@ -1,10 +1,11 @@
 """The pretraining TFRecord format: feature spec, in-graph writer, reader.
 
 Features, names, dtypes and lengths exactly as the original tool
-(google-research/albert create_pretraining_data.py) writes them: input_ids, input_mask, segment_ids, token_boundary
-(int64 [max_seq_length]), masked_lm_positions, masked_lm_ids (int64
-[max_predictions_per_seq]), masked_lm_weights (float), next_sentence_labels
-(int64 [1]; 0 = in order, 1 = swapped or random).
+(google-research/albert create_pretraining_data.py) writes them: input_ids,
+input_mask, segment_ids, token_boundary (int64 [max_seq_length]),
+masked_lm_positions, masked_lm_ids (int64 [max_predictions_per_seq]),
+masked_lm_weights (float), next_sentence_labels (int64 [1]; 0 = in order,
+1 = swapped or random).
 
 Examples are serialised in the graph with `tf.io.encode_proto` (batched, one
 call per message level), features in the original's order; the records parse

@@ -9,7 +9,9 @@ original's "digit followed by comma" re-split), and to train vocabularies.
 Example:
 
 >>> vocab = SentencePieceVocab.from_file("30k-clean.model")   # doctest: +SKIP
->>> ids = vocab.tokenize(tf.constant(["Hello world."]))       # doctest: +SKIP
+>>> tokenizer = vocab.make_tokenizer()                         # doctest: +SKIP
+>>> ids = tokenizer.tokenize(preprocess_text(tf.constant(["Hello world."]),
+...                                          do_lower_case=True))  # doctest: +SKIP
 """
 
 import dataclasses

@@ -95,6 +95,8 @@ def test_rerun_after_interruption_finishes_only_missing_shards(baseline, tmp_pat
         f.write(want["pretrain-00001-of-00003.tfrecord"][:100])
     with open(os.path.join(target, ".pretrain-00001-of-00003.tfrecord.spill"), "wb") as f:
         f.write(b"garbage")
+    with open(os.path.join(target, ".pretrain-w00000-staging-000000-000016"), "wb") as f:
+        f.write(b"garbage")  # a staging file (many shards, few open files)
     summary = pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
     assert shard_bytes(target) == want
     assert os.path.getmtime(os.path.join(target, done)) == 1_000_000_000  # left alone
@@ -407,7 +409,7 @@ def test_worker_split_with_overwrite_replaces_everything(baseline, tmp_path, cor
     out, _ = baseline
     target = str(tmp_path)
     pipelines.create_pretraining_data([corpus_file], spm_model, target,
-                                      **dict(SETTINGS, random_seed=3, num_shards=4))
+                                      **dict(SETTINGS, random_seed=3, num_shards=4, dupe_factor=1))
     for i in range(2):  # each worker replaces its own shards and the 4-shard set
         pipelines.create_pretraining_data([corpus_file], spm_model, target, shard_index=i,
                                           num_workers=2, overwrite=True, **SETTINGS)
