@@ -119,14 +119,16 @@ def main(argv) -> None:
                 optimization.train_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=True, masking=data.masking, seed=run_config.seed,
-            input_context=ctx, vocab_size=config.vocab_size)
+            input_context=ctx, vocab_size=config.vocab_size,
+            type_vocab_size=config.type_vocab_size)
 
     def eval_dataset_fn(ctx):
         return pipelines.pretraining_dataset(
             eval_pattern, ctx.get_per_replica_batch_size(data.eval_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=False, masking="static", seed=run_config.seed,
-            input_context=ctx)
+            input_context=ctx, vocab_size=config.vocab_size,
+            type_vocab_size=config.type_vocab_size)
 
     if FLAGS.do_eval and data.eval_batch_size % strategy.num_replicas_in_sync:
         raise app.UsageError(
