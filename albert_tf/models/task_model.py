@@ -289,6 +289,9 @@ class TaskModel(keras.Model):
 
     def fit(self, x=None, y=None, *args, **kwargs):
         """`keras.Model.fit`; x may also be Python strings (see `predict`)."""
+        if isinstance(x, tf.data.Dataset) and not args:
+            # Keras ignores `shuffle` for datasets but warns when it is True (its default).
+            kwargs.setdefault("shuffle", False)
         return super().fit(_texts_as_tensors(x), y, *args, **kwargs)
 
     def evaluate(self, x=None, y=None, *args, **kwargs):
