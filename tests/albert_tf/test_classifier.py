@@ -1,5 +1,6 @@
 """AlbertClassifier: the head's maths, the losses against NumPy, fit/predict on strings."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -79,3 +80,17 @@ def test_regression_fits_float_labels(spm_model):
     reg.fit(data, epochs=3, verbose=0, shuffle=False)
     assert reg.evaluate(data, verbose=0) < before
 
+
+
+def test_a_loss_given_to_compile_replaces_the_default():
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3)
+    x, y = _ids(), np.array([2, 0])
+    data = tf.data.Dataset.from_tensors((x, y))
+    clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3))
+    default = clf.evaluate(data, verbose=0)
+    clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert clf.evaluate(data, verbose=0) == pytest.approx(default, rel=1e-5)
+    clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), loss_weights=2.0)
+    assert clf.evaluate(data, verbose=0) == pytest.approx(2 * default, rel=1e-5)
