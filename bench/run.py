@@ -74,6 +74,8 @@ class Measurement:
 
 
 # ------------------------------------------------------------------- plan
+# Measured to decide a library change; not counted as "ours" in the ratios.
+PROTOTYPE = "albert-tf task model in 4 length buckets (prototype)"
 TF_SYSTEMS = {
     "albert-tf step": ("ours", "train_step"),
     "albert-tf fit": ("ours", "train_fit"),
@@ -140,6 +142,7 @@ def plan(quick: bool, spm_path: str, sentences: Sequence[str]) -> List[Measureme
                                dict(precision=precision, **text_kwargs)))
         out.append(Measurement("text", "keras-hub", "kerashub", "text", dict(precision=precision, **text_kwargs)))
         out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **text_kwargs)))
+        out.append(Measurement("text", PROTOTYPE, "ours", "text_bucketed", dict(precision=precision, **text_kwargs)))
 
     large_batch = 4 if quick else 8
     for preset in ("albert_large_v2", "bert_large"):
@@ -212,12 +215,16 @@ def _spread(m: Measurement) -> str:
 
 
 def _is_ours(system: str) -> bool:
-    return system.startswith("albert-tf")
+    return system.startswith("albert-tf") and system != PROTOTYPE
+
+
+def _is_peer(system: str) -> bool:
+    return not system.startswith("albert-tf")
 
 
 def _ratio_lines(rows: Sequence[Measurement], what: str) -> List[str]:
     ours = [m for m in rows if _is_ours(m.system) and m.median("per_s")]
-    peers = [m for m in rows if not _is_ours(m.system) and m.median("per_s")]
+    peers = [m for m in rows if _is_peer(m.system) and m.median("per_s")]
     if not ours or not peers:
         return []
     best_ours = max(ours, key=lambda m: m.median("per_s"))
@@ -320,7 +327,7 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
                   "Each system's own text path: ours the task model's in-graph preprocessor (pads to the "
                   "batch's longest) and the exported SavedModel (`serving_default`); keras-hub its "
                   "AlbertTokenizer + AlbertTextClassifierPreprocessor (pads to sequence_length 128) + backbone; "
-                  "Hugging Face AlbertTokenizerFast (padding='longest') + AlbertModel. Tokenization is inside "
+                  "Hugging Face AlbertTokenizer (Rust, from spiece.model; padding='longest') + AlbertModel. Tokenization is inside "
                   "the timed call.", "",
                   "| system | precision | sentences/s (median) | runs | padded length | "
                   "one-request latency ms (median / p90) | peak RSS MB |", "|---|---|---|---|---|---|---|"]
@@ -406,6 +413,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="where the SentencePiece model for the text benchmarks is kept")
     parser.add_argument("--output", default=os.path.join(BENCH_DIR, "RESULTS.md"))
     parser.add_argument("--dry_run", action="store_true", help="list the plan and exit")
+    parser.add_argument("--render_only", default="", help="rewrite RESULTS.md from a saved run.json")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 3)
     python = sys.executable
@@ -427,6 +435,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(m.key)
         return 0
 
+    if args.render_only:
+        with open(args.render_only, encoding="utf-8") as f:
+            saved = json.load(f)
+        measurements = [Measurement(**m) for m in saved["measurements"]]
+        header = saved["header"]
+        header["data_note"] = data_note(args.with_data, python)
+        return _write(render(measurements, header), args.output)
+
     start, load_start = time.time(), os.getloadavg()[0]
     run_all(measurements, reps, args.timeout, python)
     header = dict(
@@ -435,15 +451,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         minutes=(time.time() - start) / 60, load_start=load_start, load_end=os.getloadavg()[0],
         cpu=common.cpu_description(), versions=versions(), reps=reps,
         data_note=data_note(args.with_data, python))
-    text = render(measurements, header)
-    with open(args.output + ".tmp", "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(args.output + ".tmp", args.output)
+    # The raw results first: a table can be re-rendered from them (--render_only).
     raw = os.path.join(BENCH_DIR, "results", "run.json")
     with open(raw + ".tmp", "w", encoding="utf-8") as f:
         json.dump({"header": header, "measurements": [dataclasses.asdict(m) for m in measurements]}, f,
                   indent=1, default=str)
     os.replace(raw + ".tmp", raw)
+    return _write(render(measurements, header), args.output)
+
+
+def _write(text: str, path: str) -> int:
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
     print(text)
     return 0
 

@@ -1,5 +1,5 @@
 """Hugging Face transformers on PyTorch: AlbertForPreTraining, AlbertModel and
-its text path (AlbertTokenizerFast from the SentencePiece model, padding to
+its text path (AlbertTokenizer, the Rust tokenizer, from the SentencePiece model, padding to
 the batch's longest).
 
 bfloat16 is `torch.autocast("cpu", dtype=torch.bfloat16)` (weights stay
@@ -10,6 +10,7 @@ has no LAMB; both are one elementwise pass over the parameters.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Dict, List
 
 from bench.systems import common
@@ -94,13 +95,33 @@ def infer(precision: str, batch: int, seq: int, warmup: int, steps: int) -> Dict
     return common.per_second(batch, times)
 
 
+def _tokenizer(spm_path: str):
+    """HF's ALBERT tokenizer (the Rust "fast" one) from our SentencePiece model.
+
+    transformers 5 reads the model only through from_pretrained, from a
+    folder holding it as spiece.model (vocab_file= is ignored silently).
+    """
+    import shutil
+    import tempfile
+
+    import transformers
+
+    folder = tempfile.mkdtemp(prefix="hf-albert-tokenizer-")
+    shutil.copy(spm_path, os.path.join(folder, "spiece.model"))
+    tokenizer = transformers.AlbertTokenizer.from_pretrained(folder, do_lower_case=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    if len(tokenizer) != common.TEXT_VOCAB_SIZE:
+        raise ValueError(f"HF tokenizer has {len(tokenizer)} pieces, expected {common.TEXT_VOCAB_SIZE}.")
+    return tokenizer
+
+
 def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int) -> Dict[str, float]:
-    """AlbertTokenizerFast (dynamic padding, truncation at 128) + AlbertModel."""
+    """HF's AlbertTokenizer (dynamic padding, truncation at 128) + AlbertModel."""
     import torch
     import transformers
 
     _seed()
-    tokenizer = transformers.AlbertTokenizerFast(vocab_file=spm_path, do_lower_case=True)
+    tokenizer = _tokenizer(spm_path)
     model = transformers.AlbertModel(_config(vocab_size=len(tokenizer))).eval()
 
     def forward():
