@@ -146,6 +146,13 @@ def export_saved_model(
         ValueError: unknown head, a model that does not match the head, a
             missing SentencePiece model, bad label names or version.
         FileExistsError: export_dir/version exists already.
+
+    Example:
+    >>> pre = albert_tf.load_checkpoint("runs/base")                      # doctest: +SKIP
+    >>> export_saved_model(pre, "exports/fill_mask", spm_model_file="runs/base/spm.model")  # doctest: +SKIP
+    'exports/fill_mask/1'
+    >>> export_saved_model(albert_tf.load_task_model("runs/sst2"), "exports/sst2")  # doctest: +SKIP
+    'exports/sst2/1'
     """
     head = _resolve_head(model, head)
     if top_k < 1:
@@ -812,6 +819,10 @@ def rest_predict(saved_model: Any, body: Mapping[str, Any]) -> Dict[str, Any]:
 
     Returns:
         {"predictions": [...]}.
+
+    Example:
+    >>> rest_predict("exports/sst2/1", {"instances": [{"text": "A fine film."}]})  # doctest: +SKIP
+    {'predictions': [{'probabilities': [0.1, 0.9], 'label': 'positive', 'logits': [-1.1, 1.1]}]}
     """
     loaded = tf.saved_model.load(saved_model) if isinstance(saved_model, (str, os.PathLike)) else saved_model
     name = body.get("signature_name", "serving_default")
