@@ -177,39 +177,19 @@ def saved_model_text(precision: str, spm_path: str, sentences: List[str], warmup
     return result
 
 
-def bucketed_pooled_output(encoder, features, num_buckets: int) -> tf.Tensor:
-    """The encoder's pooled output, computed in length buckets (graph-friendly).
-
-    Rows are sorted by real length and cut into `num_buckets` equal slices;
-    each slice runs at its own longest length, so short texts next to long
-    ones no longer pay for the padding. The result is in the input order and
-    equal to the unbucketed one (padding is masked either way).
-    """
-    mask = tf.cast(features["input_mask"], tf.int32)
-    lengths = tf.reduce_sum(mask, axis=1)
-    order = tf.argsort(lengths, stable=True)
-    rows = tf.shape(lengths)[0]
-    parts = []
-    for k in range(num_buckets):
-        index = order[(rows * k) // num_buckets:(rows * (k + 1)) // num_buckets]
-        longest = tf.maximum(tf.reduce_max(tf.concat([tf.gather(lengths, index), [1]], 0)), 1)
-        sub = {key: tf.gather(features[key], index)[:, :longest]
-               for key in ("input_ids", "input_mask", "segment_ids")}
-        parts.append(encoder(sub, training=False)["pooled_output"])
-    pooled_sorted = tf.concat(parts, axis=0)
-    return tf.gather(pooled_sorted, tf.argsort(order))
-
-
 def text_bucketed(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
                   num_buckets: int = 4) -> Dict[str, float]:
-    """As `text`, but the encoder runs in `num_buckets` length buckets (prototype)."""
+    """As `text`, but the encoder runs in `num_buckets` length buckets
+    (`albert_tf.models.length_buckets`), to measure what the task model would gain."""
+    from albert_tf.models.length_buckets import pooled_output_in_buckets
+
     model = _text_classifier(precision, spm_path)
     batch = tf.constant(sentences)
 
     @tf.function
     def forward(texts):
         features = model.preprocessor(texts)
-        pooled = bucketed_pooled_output(model.encoder, features, num_buckets)
+        pooled = pooled_output_in_buckets(model.encoder, features, num_buckets)
         return model._head(features, {"pooled_output": pooled}, False)
 
     reference = model(batch, training=False).numpy()
