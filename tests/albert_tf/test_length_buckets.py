@@ -25,7 +25,8 @@ def encoder():
 
 @pytest.mark.parametrize("lengths,buckets", [
     ([3, 12, 5, 9, 12, 2, 7], 3),   # unsorted, ties, uneven slices
-    ([6, 4], 4),                     # fewer rows than buckets: empty buckets
+    ([6, 4, 9, 1, 2], 2),            # uneven: slices of 2 and 3 rows
+    ([6, 4], 4),                     # too few rows: one batch
     ([8], 2),
 ])
 def test_bucketed_equals_one_padded_batch(encoder, lengths, buckets):
@@ -46,12 +47,23 @@ def test_each_bucket_runs_at_its_own_longest_length(encoder):
     assert seen == [(2, 3), (2, 12)]  # lengths 2, 3 then 10, 12; never the padded 16
 
 
+def test_small_batches_run_whole(encoder):
+    seen = []
+
+    def recording(inputs, training=False):
+        seen.append(tuple(inputs["input_ids"].shape))
+        return encoder(inputs, training=training)
+
+    pooled_output_in_buckets(recording, _features([2, 10, 3], 16), 2)
+    assert seen == [(3, 16)]
+
+
 def test_in_a_tf_function_with_dynamic_batch(encoder):
     fn = tf.function(lambda f: pooled_output_in_buckets(encoder, f, 3),
                      input_signature=[{k: tf.TensorSpec([None, None], tf.int32)
                                        for k in ("input_ids", "input_mask", "segment_ids")}])
-    for lengths in ([4, 1, 9], [5, 5, 2, 8, 3]):
-        features = _features(lengths, 9)
+    for lengths in ([4, 1, 9], [5, 5, 2, 8, 3, 11, 1]):
+        features = _features(lengths, 11)
         np.testing.assert_allclose(fn(features).numpy(),
                                    encoder(features, training=False)["pooled_output"].numpy(), atol=2e-5)
 
