@@ -58,7 +58,7 @@ def options_from_flags(flag_values=FLAGS):
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps)
 
 
-def main(argv) -> dict:
+def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     for name in ("task", "data_dir", "output_dir"):
@@ -72,7 +72,7 @@ def main(argv) -> dict:
     if FLAGS.task.strip().lower() not in task_names():
         raise app.UsageError(f"--task={FLAGS.task!r} is not a known task; expected one of: "
                              f"{', '.join(task_names())}.")
-    return run_finetuning(options_from_flags())
+    run_finetuning(options_from_flags())  # absl exits with main's return value: return nothing
 
 
 def run() -> None:

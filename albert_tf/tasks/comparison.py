@@ -74,6 +74,12 @@ def compare_pretrained_vs_random(task_dir: str, pretrained_dir: str, output_dir:
     Returns:
         dict with pretrained_accuracy, random_accuracy, majority_accuracy,
         majority_label, the seconds each run took, and the two models.
+
+    Example:
+    >>> r = compare_pretrained_vs_random("demo_output/topic_task", "demo_output/model",  # doctest: +SKIP
+    ...                                  "/tmp/compare")
+    >>> r["pretrained_accuracy"] > r["random_accuracy"]                                 # doctest: +SKIP
+    True
     """
     settings = settings or ComparisonSettings()
     spm_model_file = os.path.join(pretrained_dir, "spm.model")

@@ -285,6 +285,13 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     Returns:
         dict with "model" (the fine-tuned Keras model), "eval_results" (dict,
         with --do_eval), "prediction_files" (with --do_predict).
+
+    Example:
+    >>> result = run_finetuning(FinetuneOptions(                              # doctest: +SKIP
+    ...     task="glue/sst-2", data_dir="glue/SST-2", output_dir="runs/sst2",
+    ...     init_checkpoint="runs/base", do_train=True, do_eval=True))
+    >>> result["eval_results"]["accuracy"]                                    # doctest: +SKIP
+    0.912
     """
     import keras
 

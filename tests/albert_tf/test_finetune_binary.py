@@ -97,7 +97,7 @@ def _check_reload_reproduces_eval(task_name, data_dir, output_dir, results, asse
 def test_glue_sst2_from_a_pretrained_folder(tmp_path, assets):
     data = finetune_data.glue_sst2(str(tmp_path / "SST-2"))
     out = str(tmp_path / "out")
-    result = _run(_argv("glue/sst-2", data, out, assets, init="pretrained"))
+    _run(_argv("glue/sst-2", data, out, assets, init="pretrained"))
     results = read_eval_results(os.path.join(out, "eval_results.txt"))
     assert set(results) == {"accuracy", "eval_loss", "num_examples"}
     assert 0.0 <= results["accuracy"] <= 1.0 and results["num_examples"] == 6
@@ -112,7 +112,7 @@ def test_glue_sst2_from_a_pretrained_folder(tmp_path, assets):
     assert all(row[1] in ("0", "1") and row[1] == str(int(np.argmax(p)))
                for row, p in zip(submit[1:], probabilities))
     _check_model_folder(out, "classification")
-    assert result["model"].task_config["label_names"] == ["0", "1"]
+    assert albert_tf.load_task_model(out).task_config["label_names"] == ["0", "1"]
     _check_reload_reproduces_eval("glue/sst-2", data, out, results, assets)
     # TensorBoard scalars were written for training and dev.
     assert any(n.startswith("events") for n in os.listdir(os.path.join(out, "train")))
@@ -268,11 +268,15 @@ def test_flag_errors(tmp_path, assets):
         _run(_argv("csv", data, out, assets, "--text_column=headline"))
 
 
-def test_installed_script_prints_one_line_errors(tmp_path, assets):
+def test_installed_script_exits_0_and_prints_one_line_errors(tmp_path, assets):
     data = finetune_data.csv_pairs(str(tmp_path / "pairs"))
+    script = os.path.join(os.path.dirname(sys.executable), "albert-finetune")
+    proc = subprocess.run([script] + _argv("csv", data, str(tmp_path / "ok"), assets, "--nodo_predict"),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert os.path.exists(os.path.join(tmp_path, "ok", "eval_results.txt"))
     with open(os.path.join(data, "dev.csv"), "a", encoding="utf-8") as f:
         f.write("ka lo,mi ten,maybe\n")  # a label train never had, on line 8
-    script = os.path.join(os.path.dirname(sys.executable), "albert-finetune")
     proc = subprocess.run([script] + _argv("csv", data, str(tmp_path / "out"), assets),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-2000:]
