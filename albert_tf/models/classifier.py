@@ -10,6 +10,7 @@ import tensorflow as tf
 from albert_tf.config import AlbertConfig
 from albert_tf.layers.preprocessor import AlbertTextPreprocessor
 from albert_tf.models.task_model import OutputProjection, TaskModel
+from albert_tf.models.length_buckets import DEFAULT_ROWS_PER_BUCKET
 
 
 @keras.saving.register_keras_serializable(package="albert_tf")
@@ -43,6 +44,7 @@ class AlbertClassifier(TaskModel):
     """
 
     task_type = "classification"
+    inference_rows_per_bucket = DEFAULT_ROWS_PER_BUCKET  # the head reads only the pooled output
     init_arguments = ("num_classes", "label_names", "dropout_rate")
 
     def __init__(self, config: AlbertConfig, num_classes: int, *,

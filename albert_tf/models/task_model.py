@@ -24,6 +24,7 @@ from absl import logging
 from albert_tf.config import AlbertConfig
 from albert_tf.layers.preprocessor import AlbertTextPreprocessor
 from albert_tf.models.encoder import ENCODER_INPUTS, AlbertEncoder
+from albert_tf.models.length_buckets import pooled_output_in_buckets
 
 # Names the SentencePiece model may have beside a checkpoint: ours, the
 # original release's, Hugging Face's.
@@ -142,6 +143,10 @@ class TaskModel(keras.Model):
     task_type = "task"
     # The constructor arguments saved in task_config.json (see `_task_args`).
     init_arguments: Tuple[str, ...] = ()
+    # Heads that read only the pooled output set this: inference (not
+    # training) then runs the encoder in length-sorted buckets of this many
+    # rows, never on a long row's padding (`albert_tf.models.length_buckets`).
+    inference_rows_per_bucket: Optional[int] = None
 
     def __init__(self, config: AlbertConfig, *, preprocessor: Optional[AlbertTextPreprocessor] = None, **kwargs):
         super().__init__(**kwargs)
@@ -212,7 +217,11 @@ class TaskModel(keras.Model):
 
     def call(self, inputs, training=None):
         features = self.features(inputs)
-        outputs = self.encoder(self.encoder_inputs(features), training=training)
+        if not training and self.inference_rows_per_bucket:
+            outputs = {"pooled_output": pooled_output_in_buckets(
+                self.encoder, self.encoder_inputs(features), self.inference_rows_per_bucket)}
+        else:
+            outputs = self.encoder(self.encoder_inputs(features), training=training)
         return self._head(features, outputs, training)
 
     def _head(self, features, outputs, training):
