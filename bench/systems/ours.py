@@ -112,16 +112,22 @@ def _tf_encoder_batch(batch: int, seq: int, vocab: int) -> Dict[str, tf.Tensor]:
     return {k: tf.constant(ex[k]) for k in ("input_ids", "input_mask", "segment_ids")}
 
 
-def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
-    """Encoder forward pass (pooled output), tf.function, optionally XLA."""
+def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
+          rows_per_bucket: int = 0) -> Dict[str, float]:
+    """Encoder forward pass (pooled output), tf.function, optionally XLA;
+    with rows_per_bucket, in buckets of that many rows (as the classifier runs)."""
     import albert_tf
     from albert_tf import runtime
+    from albert_tf.models.length_buckets import pooled_output_in_buckets
 
     encoder = albert_tf.AlbertEncoder(
         _config("albert_base_v2"),
         dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
     inputs = _tf_encoder_batch(batch, seq, encoder.config.vocab_size)
-    forward = tf.function(lambda x: encoder(x, training=False)["pooled_output"], jit_compile=xla)
+    if rows_per_bucket:
+        forward = tf.function(lambda x: pooled_output_in_buckets(encoder, x, rows_per_bucket), jit_compile=xla)
+    else:
+        forward = tf.function(lambda x: encoder(x, training=False)["pooled_output"], jit_compile=xla)
     times = common.timed_calls(lambda: forward(inputs).numpy(), warmup, steps)
     return common.per_second(batch, times)
 
@@ -137,9 +143,16 @@ def _text_classifier(precision: str, spm_path: str):
         dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
 
 
-def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int) -> Dict[str, float]:
-    """Raw strings through the task model (in-graph preprocessor + encoder + head)."""
+def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
+         one_padded_batch: bool = False) -> Dict[str, float]:
+    """Raw strings through the task model (in-graph preprocessor + encoder + head).
+
+    The classifier's default runs the encoder in length buckets; with
+    one_padded_batch the whole batch runs padded to its longest row.
+    """
     model = _text_classifier(precision, spm_path)
+    if one_padded_batch:
+        model.inference_rows_per_bucket = None
     batch = tf.constant(sentences)
     forward = tf.function(lambda t: model(t, training=False))
     lengths = model.preprocessor(batch)["input_ids"].shape[1]
@@ -174,32 +187,4 @@ def saved_model_text(precision: str, spm_path: str, sentences: List[str], warmup
             latencies.append(time.perf_counter() - start)
         result["latency_ms_median"] = 1000 * statistics.median(latencies)
         result["latency_ms_p90"] = 1000 * float(np.percentile(latencies, 90))
-    return result
-
-
-def text_bucketed(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
-                  num_buckets: int = 4) -> Dict[str, float]:
-    """As `text`, but the encoder runs in `num_buckets` length buckets
-    (`albert_tf.models.length_buckets`), to measure what the task model would gain."""
-    from albert_tf.models.length_buckets import pooled_output_in_buckets
-
-    model = _text_classifier(precision, spm_path)
-    batch = tf.constant(sentences)
-
-    @tf.function
-    def forward(texts):
-        features = model.preprocessor(texts)
-        pooled = pooled_output_in_buckets(model.encoder, features, num_buckets)
-        return model._head(features, {"pooled_output": pooled}, False)
-
-    reference = model(batch, training=False).numpy()
-    got = forward(batch).numpy()
-    times = common.timed_calls(lambda: forward(batch).numpy(), warmup, steps)
-    result = common.per_second(len(sentences), times)
-    result["max_abs_diff_vs_unbucketed"] = float(np.max(np.abs(got - reference)))
-    lengths = model.preprocessor(batch)["input_mask"].numpy().sum(1)
-    sorted_lengths = np.sort(lengths)
-    cuts = [(len(lengths) * k) // num_buckets for k in range(num_buckets + 1)]
-    computed = sum(sorted_lengths[a:b].max() * (b - a) for a, b in zip(cuts, cuts[1:]) if b > a)
-    result["token_ratio_vs_longest"] = float(len(lengths) * lengths.max() / computed)
     return result
