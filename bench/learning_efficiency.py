@@ -321,6 +321,7 @@ def train_keras_hub(v: Variant, args, paths, vocab_size: int, curve: list):
         def on_train_batch_end(self, batch, logs=None):
             if (batch + 1) % every == 0:
                 curve.append({"step": batch + 1, "train_mlm_acc": float(logs["acc"])})
+                print(f"step {batch + 1}: {logs}", file=sys.stderr, flush=True)
 
     model.fit(ds.map(to_keras_hub), steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Curve()])
 
@@ -420,6 +421,9 @@ def main(argv: Optional[List[str]] = None) -> None:
         if getattr(args, key) is None:
             setattr(args, key, quick if args.quick else full)
     if args.run_one:
+        from absl import logging
+
+        logging.set_verbosity(logging.INFO)
         result = run_one(Variant.parse(args.run_one), args)
         print("RESULT " + json.dumps(result), flush=True)
         return
@@ -430,10 +434,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--variants")]
     for spec in variants:
         cmd = [sys.executable, "-m", "bench.learning_efficiency", f"--run_one={spec}"] + passthrough
-        done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        log_path = os.path.join(args.work_dir, "logs", re.sub(r"[^\w.=-]+", "_", spec) + ".log")
+        os.makedirs(os.path.dirname(log_path), exist_ok=True)
+        with open(log_path, "w") as log:  # the child's training log, to follow a long run
+            done = subprocess.run(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=log, text=True)
         lines = [l for l in done.stdout.splitlines() if l.startswith("RESULT ")]
         if done.returncode or not lines:
-            print(f"{spec}: FAILED\n{done.stderr[-4000:]}", flush=True)
+            with open(log_path) as log:
+                print(f"{spec}: FAILED (log {log_path})\n{log.read()[-4000:]}", flush=True)
             continue
         result = json.loads(lines[-1][len("RESULT "):])
         result["command_args"] = " ".join(shlex.quote(a) for a in passthrough + [f"--variants={spec}"])
