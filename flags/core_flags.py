@@ -125,8 +125,8 @@ def define_runtime_flags() -> None:
     _define(flags.DEFINE_enum, "mixed_precision", "auto",
             list(MIXED_PRECISION_CHOICES),
             "Compute dtype; variables stay float32. auto: bfloat16 on a GPU "
-            "or a CPU with AMX units, else float32. float16 adds dynamic loss "
-            "scaling.")
+            "or a CPU with AMX or AVX-512 bfloat16 units, else float32. float16 "
+            "adds dynamic loss scaling.")
     _define(flags.DEFINE_bool, "jit_compile", False,
             "Compile the forward and backward pass with XLA.")
     _define(flags.DEFINE_integer, "save_checkpoints_steps", 5000,

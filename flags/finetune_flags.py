@@ -101,8 +101,8 @@ def define_finetune_flags() -> None:
             "Fine-tuned model, checkpoints, summaries and results go here.")
     _define(flags.DEFINE_enum, "mixed_precision", "auto",
             list(MIXED_PRECISION_CHOICES),
-            "auto: bfloat16 on a GPU or an AMX CPU, else float32. float16 adds "
-            "dynamic loss scaling.")
+            "auto: bfloat16 on a GPU or a CPU with AMX or AVX-512 bfloat16 "
+            "units, else float32. float16 adds dynamic loss scaling.")
     _define(flags.DEFINE_integer, "seed", 12345,
             "Seed of the head initialisation, dropout and data order.")
     _define(flags.DEFINE_integer, "log_steps", 50,

@@ -58,7 +58,7 @@ flags.DEFINE_enum(
     "mixed_precision",
     "auto",
     ["auto", "float32", "bfloat16"],
-    "auto: bfloat16 where the CPU has AMX units (or on a GPU), else float32.",
+    "auto: bfloat16 where the CPU has AMX or AVX-512 bfloat16 units (or on a GPU), else float32.",
 )
 
 MAX_PREDICTIONS_PER_SEQ = 10  # round(64 * 0.15); longer sequences cap at 15% as well
@@ -405,8 +405,9 @@ def main(argv):
         ),
         runtime=training.RuntimeConfig(
             mixed_precision=precision,
-            # XLA pays off with bfloat16 here, not with float32 (bench/results).
-            jit_compile=precision == "bfloat16",
+            # XLA loses on CPUs (with bfloat16 it halves throughput where the
+            # CPU has avx512_bf16: bench/RESULTS.md); it pays off on GPUs.
+            jit_compile=runtime.default_jit_compile(),
             save_checkpoints_steps=250,
             log_steps=50,
             seed=seed,
