@@ -102,5 +102,5 @@ def test_markdown_table_is_rebuilt_and_the_text_around_it_kept(tmp_path, monkeyp
     le.write_markdown([record, dict(record, spec="ours:lr=0.003", lr=0.003, mlm_acc=0.08, sop_acc=None)])
     text = path.read_text()
     assert text.startswith("# Title\n\nMy notes.") and text.rstrip().endswith("After the table.")
-    assert "| 2 | ours | `ours:lr=0.003` | 0.003 | 100 | 400 | 64 | 0.0800 | 5.900 | - |" in text
+    assert "| 2 | ours | `ours:lr=0.003` | 0.003 | 100 | 400 | 64 | 0.0800 | 5.900 | - | - | 100 |" in text
     assert text.count(le.TABLE_START) == 1
