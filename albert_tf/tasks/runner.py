@@ -114,6 +114,11 @@ class FinetuneOptions:
             raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
             raise ValueError(f"--steps_per_epoch must be positive, got {self.steps_per_epoch!r}.")
+        if self.strategy == "multi_worker_mirrored":
+            # Keras 3.15 fit fails under this strategy (keras-team/keras#20585).
+            raise ValueError(
+                "--strategy='multi_worker_mirrored' does not work with Keras model.fit in Keras 3.15; "
+                "fine-tune on one host (--strategy=mirrored for several GPUs).")
         if self.task_options.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.task_options.max_seq_length!r}.")
 

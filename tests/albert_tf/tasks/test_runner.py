@@ -42,7 +42,8 @@ def test_option_errors_name_the_flag(tmp_path):
                             ({"warmup_proportion": 1.0}, r"--warmup_proportion must be in \[0, 1\), got 1.0"),
                             ({"layerwise_lr_decay": 1.5}, r"--layerwise_lr_decay must be in \(0, 1\]"),
                             ({"train_batch_size": 0}, "--train_batch_size must be positive"),
-                            ({"albert_config_file": None}, "exactly one of --init_checkpoint")]:
+                            ({"albert_config_file": None}, "exactly one of --init_checkpoint"),
+                            ({"strategy": "multi_worker_mirrored"}, "does not work with Keras model.fit")]:
         with pytest.raises(ValueError, match=message):
             FinetuneOptions(**{**base, **change}).validate()
     FinetuneOptions(**base).validate()
