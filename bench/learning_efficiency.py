@@ -428,7 +428,7 @@ def load_records() -> List[Dict[str, Any]]:
 
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--variants", default="keras_hub:lr=0.003 keras_hub:lr=0.01 ours ours_mlm recipe",
+    parser.add_argument("--variants", default="keras_hub:lr=0.001 keras_hub:lr=0.003 keras_hub:lr=0.01 ours_mlm:lr=0.01 recipe",
                         help="Space- or semicolon-separated variants (see the module docstring).")
     parser.add_argument("--quick", action="store_true",
                         help="Length 64, 10 predictions, 400 steps: a screening run (minutes per variant).")
