@@ -20,7 +20,7 @@
 Every stage writes under --output_dir and is skipped when its output is
 already complete, so an interrupted demo continues where it stopped.
 
-    albert-demo --output_dir=demo_output --minutes=4.5
+    albert-demo --output_dir=demo_output --minutes=5
 """
 
 import collections
@@ -33,7 +33,7 @@ from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes its results.")
-flags.DEFINE_float("minutes", 4.5, "Pretraining time budget in minutes (the other stages take about 4-5 minutes: "
+flags.DEFINE_float("minutes", 5.0, "Pretraining time budget in minutes (the other stages take about 3-5 minutes: "
                    "data about 1, fine-tuning twice about 3, export about 1).")
 flags.DEFINE_string(
     "input_file",
@@ -375,6 +375,8 @@ def main(argv):
             is_training=True,
             seed=seed,
             input_context=ctx,
+            vocab_size=config.vocab_size,
+            type_vocab_size=config.type_vocab_size,
         )
 
     def eval_dataset_fn(ctx):
@@ -385,6 +387,8 @@ def main(argv):
             MAX_PREDICTIONS_PER_SEQ,
             is_training=False,
             input_context=ctx,
+            vocab_size=config.vocab_size,
+            type_vocab_size=config.type_vocab_size,
         )
 
     model_dir = os.path.join(out, "model")
