@@ -50,6 +50,10 @@ def pooled_output_in_buckets(encoder: Callable[..., Dict[str, tf.Tensor]],
     if int(rows_per_bucket) < 1:
         raise ValueError(f"rows_per_bucket must be >= 1, got {rows_per_bucket!r}.")
     size = int(rows_per_bucket)
+    features = dict(features)
+    # As the encoder: a missing mask means every position is real.
+    if features.get("input_mask") is None:
+        features["input_mask"] = tf.ones_like(features["input_ids"])
     lengths = tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), axis=1)
     order = tf.argsort(lengths, stable=True)
     sorted_lengths = tf.gather(lengths, order)

@@ -72,3 +72,10 @@ def test_classifier_inference_runs_in_buckets_with_unchanged_predictions():
     clf.inference_rows_per_bucket = None  # one padded batch
     np.testing.assert_allclose(bucketed, clf(features, training=False).numpy(), atol=2e-5)
     np.testing.assert_allclose(predicted, bucketed, atol=2e-5)
+
+
+def test_ids_without_a_mask_count_every_position(encoder):
+    ids = tf.constant([[2, 7, 3], [2, 8, 3]])
+    bucketed = pooled_output_in_buckets(encoder, {"input_ids": ids}, rows_per_bucket=1)
+    whole = encoder({"input_ids": ids}, training=False)["pooled_output"]
+    np.testing.assert_allclose(bucketed.numpy(), whole.numpy(), atol=1e-6)
