@@ -154,6 +154,28 @@ def plan(quick: bool, spm_path: str, sentences: Sequence[str]) -> List[Measureme
                                dict(precision=precision, one_padded_batch=True, **text_kwargs)))
 
     large_batch = 4 if quick else 8
+    out += _large(quick, large_batch)
+    return sorted(out, key=_priority) if quick else out
+
+
+def _priority(m: Measurement) -> int:
+    """--quick runs the comparisons that matter most first (see --budget_minutes):
+    each system's training in bfloat16, raw text, inference, then the rest."""
+    bf16 = m.kwargs.get("precision") == "bfloat16" and not m.kwargs.get("xla")
+    order = [m.group == "matmul" and m.system == "tensorflow",
+             m.group == "train" and bf16 and m.system != "albert-tf fit",
+             m.group == "text",
+             m.group == "infer" and m.kwargs.get("batch") == 32 and bf16,
+             m.group == "train" and m.system != "albert-tf fit",
+             m.group == "infer",
+             m.group == "train",
+             m.group == "matmul",
+             True]
+    return order.index(True)
+
+
+def _large(quick: bool, large_batch: int) -> List[Measurement]:
+    out = []
     for preset in ("albert_large_v2", "bert_large"):
         for precision in (("float32",) if quick else ("float32", "bfloat16")):
             out.append(Measurement("large", preset, "ours", "train_step",
@@ -181,10 +203,18 @@ def run_one(m: Measurement, timeout: float, python: str) -> None:
 
 
 def run_all(measurements: List[Measurement], reps: int, timeout: float, python: str,
-            log=print) -> None:
-    """Interleaved: every configuration once, then again, `reps` times."""
+            log=print, budget_s: Optional[float] = None, after_each=None) -> None:
+    """Interleaved: every configuration once, then again, `reps` times.
+
+    With budget_s, no measurement starts once that many seconds have passed
+    (the rest are reported as not run); after_each() runs after every one.
+    """
+    began = time.perf_counter()
     for rep in range(reps):
         for i, m in enumerate(measurements):
+            if budget_s is not None and time.perf_counter() - began > budget_s:
+                log(f"budget of {budget_s / 60:.0f} minutes spent: {m.key} and later not run")
+                return
             start = time.perf_counter()
             run_one(m, timeout, python)
             got = m.runs[-1] if len(m.runs) > rep else None
@@ -192,6 +222,8 @@ def run_all(measurements: List[Measurement], reps: int, timeout: float, python: 
                        else ("ok" if got else m.errors[-1]))
             log(f"[rep {rep + 1}/{reps} {i + 1}/{len(measurements)}] {m.key}: {summary} "
                 f"({time.perf_counter() - start:.0f} s)")
+            if after_each is not None:
+                after_each()
 
 
 # ---------------------------------------------------------------- tables
@@ -282,7 +314,9 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
         f"Machine: {cpu['model']}, {cpu['cores']} cores; flags that matter: "
         f"{', '.join(cpu['flags']) or 'none'} (AMX: {'yes' if 'amx_bf16' in cpu['flags'] else 'no'}, "
         f"avx512_bf16: {'yes' if 'avx512_bf16' in cpu['flags'] else 'no'}). "
-        f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end.",
+        f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end"
+        f", {header.get('load_max', header['load_end']):.2f} at most (2 cores: above 2 other jobs were running "
+        "and every figure is slowed; ratios measured under the same load remain comparable).",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".",
         "",
@@ -423,6 +457,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--output", default=os.path.join(BENCH_DIR, "RESULTS.md"))
     parser.add_argument("--dry_run", action="store_true", help="list the plan and exit")
     parser.add_argument("--render_only", default="", help="rewrite RESULTS.md from a saved run.json")
+    parser.add_argument("--budget_minutes", type=float, default=None,
+                        help="start no measurement after this long (the plan runs in priority order)")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 3)
     python = sys.executable
@@ -453,20 +489,30 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _write(render(measurements, header), args.output)
 
     start, load_start = time.time(), os.getloadavg()[0]
-    run_all(measurements, reps, args.timeout, python)
-    header = dict(
-        command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
-        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        minutes=(time.time() - start) / 60, load_start=load_start, load_end=os.getloadavg()[0],
-        cpu=common.cpu_description(), versions=versions(), reps=reps,
-        data_note=data_note(args.with_data, python))
-    # The raw results first: a table can be re-rendered from them (--render_only).
+    loads = [load_start]
     raw = os.path.join(BENCH_DIR, "results", "run.json")
-    with open(raw + ".tmp", "w", encoding="utf-8") as f:
-        json.dump({"header": header, "measurements": [dataclasses.asdict(m) for m in measurements]}, f,
-                  indent=1, default=str)
-    os.replace(raw + ".tmp", raw)
-    return _write(render(measurements, header), args.output)
+
+    def header():
+        return dict(
+            command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
+            date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            minutes=(time.time() - start) / 60, load_start=load_start, load_end=os.getloadavg()[0],
+            load_max=max(loads), cpu=common.cpu_description(), versions=versions(), reps=reps)
+
+    def save():
+        # The raw results after every measurement: a table can be rendered
+        # from them (--render_only) even if the run is cut short.
+        loads.append(os.getloadavg()[0])
+        with open(raw + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"header": header(), "measurements": [dataclasses.asdict(m) for m in measurements]}, f,
+                      indent=1, default=str)
+        os.replace(raw + ".tmp", raw)
+
+    run_all(measurements, reps, args.timeout, python,
+            budget_s=args.budget_minutes * 60 if args.budget_minutes else None, after_each=save)
+    save()
+    final = dict(header(), data_note=data_note(args.with_data, python))
+    return _write(render(measurements, final), args.output)
 
 
 def _write(text: str, path: str) -> int:
