@@ -283,19 +283,10 @@ def _export_stage(out: str, classifier, pretrainer, spm_model: str, task_dir: st
         logging.info("  fill-mask <- %r\n      -> %s", text, guesses)
 
 
-def main(argv):
-    del argv
-    import albert_tf
-    import pipelines
-    from albert_tf import training
+def _corpus_stage(out: str, seed: int):
+    """1. The corpus: train.txt and eval.txt (held-out documents) under out/corpus."""
     from pipelines.stdlib_corpus import write_stdlib_corpus
 
-    start = time.time()
-    out = FLAGS.output_dir
-    os.makedirs(out, exist_ok=True)
-    seed = FLAGS.random_seed
-
-    # 1. Corpus.
     t = _stage(1, "corpus")
     corpus_dir = os.path.join(out, "corpus")
     train_txt, eval_txt = os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "eval.txt")
@@ -306,8 +297,13 @@ def main(argv):
     else:
         logging.info("Corpus from the standard library's docstrings: %s", write_stdlib_corpus(corpus_dir, seed=seed))
     logging.info("Corpus stage: %.0f s.", time.time() - t)
+    return train_txt, eval_txt
 
-    # 2. Vocabulary.
+
+def _vocabulary_stage(out: str, train_txt: str, seed: int):
+    """2. The SentencePiece model (its .model file appears last, when complete)."""
+    import pipelines
+
     t = _stage(2, "SentencePiece vocabulary")
     spm_prefix = os.path.join(out, "vocab", "spm")
     spm_model = spm_prefix + ".model"
@@ -326,8 +322,13 @@ def main(argv):
             os.replace(spm_prefix + ".tmp" + ext, spm_prefix + ext)
     vocab_size = pipelines.SentencePieceVocab.from_file(spm_model).vocab_size
     logging.info("Vocabulary: %d pieces (%.0f s).", vocab_size, time.time() - t)
+    return spm_model, vocab_size
 
-    # 3. Pretraining data.
+
+def _data_stage(out: str, train_txt: str, eval_txt: str, spm_model: str, seed: int):
+    """3. Pretraining shards of the training and the held-out documents; returns their globs."""
+    import pipelines
+
     t = _stage(3, "pretraining data (SOP pairs, n-gram masking)")
     data_dir = os.path.join(out, "data")
     data_config = pipelines.PretrainingDataConfig(
@@ -346,14 +347,18 @@ def main(argv):
     )
     logging.info("Training data:\n%s", train_summary.to_text())
     logging.info("Held-out data:\n%s", eval_summary.to_text())
-    train_pattern = os.path.join(data_dir, "train", "*.tfrecord")
-    eval_pattern = os.path.join(data_dir, "eval", "*.tfrecord")
     logging.info("Data stage: %.0f s.", time.time() - t)
+    return os.path.join(data_dir, "train", "*.tfrecord"), os.path.join(data_dir, "eval", "*.tfrecord")
 
-    # 4. Pretraining.
+
+def _pretraining_stage(out: str, vocab_size: int, spm_model: str, train_pattern: str, eval_pattern: str,
+                       seed: int):
+    """4. Pretraining for the time budget, then evaluation on the held-out shards."""
+    import albert_tf
+    import pipelines
+    from albert_tf import runtime, training
+
     t = _stage(4, "pretraining")
-    from albert_tf import runtime
-
     precision = runtime.resolve_mixed_precision(FLAGS.mixed_precision)
     config = demo_config(vocab_size, FLAGS.max_seq_length)
     logging.info(
@@ -426,8 +431,13 @@ def main(argv):
         eval_dataset_fn=eval_dataset_fn,
     )
     logging.info("Pretraining stage: %.0f s, %d steps.", time.time() - t, result["global_step"])
+    return result, model_dir, precision
 
-    # 5. Evaluation on held-out documents.
+
+def _evaluation_stage(result: dict, vocab_size: int, spm_model: str, train_pattern: str, eval_pattern: str):
+    """5. Held-out masked-LM and SOP accuracy against their baselines; True when learning happened."""
+    import pipelines
+
     t = _stage(5, "evaluation on held-out documents")
     most_frequent, baseline = _masked_token_baseline(train_pattern, eval_pattern, FLAGS.max_seq_length)
     mlm_acc = result["eval_masked_lm_accuracy"]
@@ -442,6 +452,21 @@ def main(argv):
     logging.info("Held-out sentence-order accuracy %.3f (chance 0.5), on %d instances.", sop_acc,
                  result.get("eval_num_examples", 0))
     logging.info("Evaluation stage: %.0f s.", time.time() - t)
+    return mlm_acc > max(2 * baseline, 0.1) and sop_acc > 0.5
+
+
+def main(argv):
+    del argv
+    start = time.time()
+    out = FLAGS.output_dir
+    os.makedirs(out, exist_ok=True)
+    seed = FLAGS.random_seed
+
+    train_txt, eval_txt = _corpus_stage(out, seed)
+    spm_model, vocab_size = _vocabulary_stage(out, train_txt, seed)
+    train_pattern, eval_pattern = _data_stage(out, train_txt, eval_txt, spm_model, seed)
+    result, model_dir, precision = _pretraining_stage(out, vocab_size, spm_model, train_pattern, eval_pattern, seed)
+    learned = _evaluation_stage(result, vocab_size, spm_model, train_pattern, eval_pattern)
 
     # 6. Fill in the blanks.
     _stage(6, "fill in the blank (held-out sentences)")
@@ -464,7 +489,6 @@ def main(argv):
         model_dir,
         model_dir,
     )
-    learned = mlm_acc > max(2 * baseline, 0.1) and sop_acc > 0.5
     logging.info("Learning %s.", "happened" if learned else "was weak: try more --minutes")
 
 
