@@ -21,7 +21,6 @@ True
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import hashlib
 import importlib.util
@@ -30,7 +29,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pipelines import fileio
-from pipelines.stdlib_corpus import docstring_sentences
+from pipelines.stdlib_corpus import module_sentences
 
 # albert-tf's requirements and theirs (setup.py install_requires): present
 # wherever the project is installed. Missing ones are skipped (and counted).
@@ -67,20 +66,7 @@ def strip_fenced_code(docstring: str) -> str:
 
 def module_docstring_sentences(path: str) -> List[str]:
     """Prose sentences of a source file's docstrings, in source order (never imported)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        return []
-    nodes = [tree] + sorted(
-        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))),
-        key=lambda n: n.lineno)
-    sentences: List[str] = []
-    for node in nodes:
-        doc = ast.get_docstring(node)
-        if doc:
-            sentences.extend(docstring_sentences(strip_fenced_code(doc)))
-    return sentences
+    return module_sentences(path, clean=strip_fenced_code)
 
 
 def package_root(name: str) -> Optional[str]:

@@ -16,7 +16,7 @@ import hashlib
 import os
 import re
 import sysconfig
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from pipelines import fileio
 
@@ -61,8 +61,13 @@ def docstring_sentences(docstring: str) -> List[str]:
     return sentences
 
 
-def module_sentences(path: str) -> List[str]:
-    """Sentences of all docstrings of one source file, in source order."""
+def module_sentences(path: str, clean: Optional[Callable[[str], str]] = None) -> List[str]:
+    """Sentences of all docstrings of one source file, in source order (never imported).
+
+    Args:
+        path: a Python source file.
+        clean: applied to each docstring before it is split (e.g. to drop code blocks).
+    """
     try:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), filename=path)
@@ -76,7 +81,7 @@ def module_sentences(path: str) -> List[str]:
     for node in nodes:
         doc = ast.get_docstring(node)
         if doc:
-            sentences.extend(docstring_sentences(doc))
+            sentences.extend(docstring_sentences(clean(doc) if clean else doc))
     return sentences
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import sys
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -160,3 +161,21 @@ def text_dataset(examples: Sequence[TextExample], label_names: Optional[Sequence
     if batch_size:
         dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
     return dataset
+
+
+def json_lines(path: str, lines: Sequence[str]) -> Iterator[Tuple[int, dict]]:
+    """(line number, object) of every non-blank line of a JSON-lines file.
+
+    Raises:
+        ValueError: naming the file and line of a malformed line or a non-object.
+    """
+    for line, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{line}: malformed JSON ({e.msg} at column {e.colno}).") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}.")
+        yield line, record

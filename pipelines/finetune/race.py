@@ -27,6 +27,8 @@ from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from pipelines.finetune.common import json_lines
+
 LEVELS = ("middle", "high")
 NUM_CHOICES = 4
 
@@ -86,17 +88,7 @@ def _records(path: str) -> Iterator[Tuple[int, Mapping]]:
     if isinstance(whole, dict):
         yield 1, whole
         return
-    for line, raw in enumerate(content.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{line}: malformed JSON ({e.msg} at column {e.colno}).") \
-                from None
-        if not isinstance(record, dict):
-            raise ValueError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}.")
-        yield line, record
+    yield from json_lines(path, content.split("\n"))
 
 
 def _record_examples(record: Mapping, level: str, source: str,

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from pipelines.finetune.common import TextExample, encode_labels, read_delimited
+from pipelines.finetune.common import TextExample, encode_labels, json_lines, read_delimited
 
 EXTENSIONS = (".csv", ".tsv", ".jsonl")
 
@@ -85,17 +84,7 @@ def _jsonl_rows(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
         raise FileNotFoundError(f"Data file not found: {path!r}")
     with tf.io.gfile.GFile(path, "rb") as f:
         lines = f.read().decode("utf-8-sig").split("\n")
-    for line, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        try:
-            row = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{line}: malformed JSON ({e.msg} at column {e.colno}).") \
-                from None
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}.")
-        yield line, row
+    yield from json_lines(path, lines)
 
 
 def _text(value: object, path: str, line: int, column: str) -> str:
