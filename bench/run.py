@@ -11,6 +11,9 @@ config with random weights:
 * encoder inference sequences/s (batch 1, 8, 32 at length 128);
 * raw-text inference on 32 real sentences of 5-60 words through each
   system's own text path, and one-request latency of our SavedModel;
+* fine-tuning on real text: training examples/s of a 2-label sentence
+  classifier on batches of 32 real sentences, each system's own text path
+  (`bench/systems/finetune.py`; `--smoke` runs it at a tiny shape);
 * model FLOPs utilisation against matmul rates measured in the same run;
 * peak RSS of every process;
 * ALBERT-large against BERT-large (training with LAMB state).
@@ -47,7 +50,7 @@ REPO_DIR = os.path.dirname(BENCH_DIR)
 class Measurement:
     """One configuration: which table it belongs to and what the worker runs."""
 
-    group: str  # matmul, train, infer, text, large
+    group: str  # matmul, train, infer, text, finetune, large
     system: str  # the name shown in tables
     module: str  # bench.systems.<module>
     function: str
@@ -58,7 +61,7 @@ class Measurement:
     @property
     def key(self) -> str:
         settings = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items())
-                            if k not in ("sentences", "spm_path", "warmup", "steps"))
+                            if k not in ("sentences", "sentences_file", "spm_path", "warmup", "steps"))
         return f"{self.group}:{self.system}:{self.function}:{settings}"
 
     def spec(self) -> str:
@@ -83,8 +86,13 @@ TF_SYSTEMS = {
 }
 
 
-def plan(quick: bool, spm_path: str, sentences: Sequence[str]) -> List[Measurement]:
-    """The configurations of a run; `quick` keeps it to about 10-15 minutes."""
+def plan(quick: bool, spm_path: str, sentences: Sequence[str], finetune_sentences: str = "",
+         smoke: bool = False) -> List[Measurement]:
+    """The configurations of a run; `quick` keeps it to about 10-15 minutes.
+
+    finetune_sentences: the JSON file of FINETUNE_POOL real sentences of the
+    fine-tuning group; smoke: that group at a tiny shape (seconds).
+    """
     out: List[Measurement] = []
     train_steps = dict(warmup=2, steps=3 if quick else 5)
     infer_steps = dict(warmup=2, steps=5 if quick else 10)
@@ -153,6 +161,7 @@ def plan(quick: bool, spm_path: str, sentences: Sequence[str]) -> List[Measureme
         out.append(Measurement("text", ONE_BATCH, "ours", "text",
                                dict(precision=precision, one_padded_batch=True, **text_kwargs)))
 
+    out += finetune_plan(spm_path, finetune_sentences, smoke)
     large_batch = 4 if quick else 8
     out += _large(quick, large_batch)
     return sorted(out, key=_priority) if quick else out
@@ -166,12 +175,33 @@ def _priority(m: Measurement) -> int:
              m.group == "train" and bf16 and m.system != "albert-tf fit",
              m.group == "text",
              m.group == "infer" and m.kwargs.get("batch") == 32 and bf16,
+             m.group == "finetune",
              m.group == "train" and m.system != "albert-tf fit",
              m.group == "infer",
              m.group == "train",
              m.group == "matmul",
              True]
     return order.index(True)
+
+
+# Fine-tuning: batches of 32 real sentences, one timed pass over a pool of
+# FINETUNE_STEPS batches after FINETUNE_WARMUP untimed ones.
+FINETUNE_BATCH, FINETUNE_STEPS, FINETUNE_WARMUP = 32, 4, 2
+FINETUNE_POOL = FINETUNE_BATCH * FINETUNE_STEPS
+# ours with albert-finetune's feed (length buckets) and with plain fit on random batches.
+FINETUNE_BUCKETED = "albert-tf, albert-finetune's batches"
+FINETUNE_SYSTEMS = [("albert-tf fit", "ours", dict(feed="fit")),
+                    (FINETUNE_BUCKETED, "ours", dict(feed="finetune")),
+                    ("keras-hub fit", "kerashub", {}), ("Hugging Face", "hf", {})]
+
+
+def finetune_plan(spm_path: str, sentences_file: str, smoke: bool = False) -> List[Measurement]:
+    """The fine-tuning group: each system once, mixed bfloat16 (bench/systems/finetune.py)."""
+    steps = dict(warmup=1, steps=2) if smoke else dict(warmup=FINETUNE_WARMUP, steps=FINETUNE_STEPS)
+    return [Measurement("finetune", system, "finetune", function,
+                        dict(precision="bfloat16", spm_path=spm_path, sentences_file=sentences_file,
+                             batch=FINETUNE_BATCH, shape="tiny" if smoke else "base", **steps, **extra))
+            for system, function, extra in FINETUNE_SYSTEMS]
 
 
 def _large(quick: bool, large_batch: int) -> List[Measurement]:
@@ -381,6 +411,8 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
                          f"{_fmt(m.median('padded_length'), 0)} | {lat} | {_fmt(m.maximum('peak_rss_mb'), 0)} |")
         lines += [""] + _ratio_lines(text, "raw text")
 
+    lines += finetune_section([m for m in measurements if m.group == "finetune"])
+
     large = [m for m in measurements if m.group == "large"]
     if large:
         lines += ["## ALBERT-large vs BERT-large (training with LAMB state, length 128)", "",
@@ -400,6 +432,57 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
 
     lines += ["## Data pipeline", "", header.get("data_note", ""), ""]
     return "\n".join(lines) + "\n"
+
+
+def _paired_ratios(a: Measurement, b: Measurement) -> List[float]:
+    """a / b per repetition, where both ran (runs are in repetition order unless one failed)."""
+    if a.errors or b.errors:
+        return []
+    return [x["per_s"] / y["per_s"] for x, y in zip(a.runs, b.runs)]
+
+
+def finetune_section(rows: Sequence[Measurement]) -> List[str]:
+    """The fine-tuning table, ours against each peer, and the padding gain predicted vs measured."""
+    if not rows:
+        return []
+    shape = rows[0].kwargs.get("shape", "base")
+    lines = [f"## Fine-tuning on real text (2-label sentence classification, batch {rows[0].kwargs['batch']}, "
+             "training examples/s)", "",
+             f"ALBERT-{shape} shape, random weights, mixed bfloat16. Each system trains on the same "
+             f"{rows[0].kwargs['batch'] * rows[0].kwargs['steps']} real sentences of 5-60 words with random labels "
+             f"through its own text path: {rows[0].kwargs['warmup']} untimed batches, then one timed pass "
+             "(examples / seconds of the pass). Ours: `AlbertClassifier` (in-graph preprocessor, pads to the "
+             "batch's longest) + `albert_tf.optimizers.adamw`, `model.fit` on random batches, and on the batches "
+             "albert-finetune feeds (examples of similar length, `ClassificationTask.train_dataset`); keras-hub: "
+             "`AlbertTextClassifier` + `AlbertTextClassifierPreprocessor` (pads to 128), Keras AdamW, `fit`; "
+             "Hugging Face: `AlbertForSequenceClassification`, AlbertTokenizer (padding='longest') in every "
+             "step, torch AdamW, `torch.autocast`. GFLOP/example: training matmuls at the padded lengths.", "",
+             "| system | precision | examples/s (median) | runs | padded tokens/example | real tokens/example | "
+             "train GFLOP/example | peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
+    for m in rows:
+        lines.append(f"| {m.system} | {m.kwargs['precision']} | {_fmt(m.median('per_s'))} | {_spread(m)} | "
+                     f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | "
+                     f"{_fmt(m.median('gflop_per_example'), 1)} | {_fmt(m.maximum('peak_rss_mb'), 0)} |")
+    lines += [""] + _ratio_lines(rows, "fine-tuning on real text")[:-1]
+    ours = [m for m in rows if _is_ours(m.system) and m.median("per_s")]
+    if ours:
+        best = max(ours, key=lambda m: m.median("per_s"))
+        for peer in (m for m in rows if _is_peer(m.system) and m.median("per_s")):
+            paired = _paired_ratios(best, peer)
+            if paired:
+                lines.append(f"- {best.system} / {peer.system} in each repetition (side by side): "
+                             + ", ".join(f"{r:.2f}x" for r in paired))
+    by = {m.system: m for m in rows if m.median("per_s")}
+    if FINETUNE_BUCKETED in by and "albert-tf fit" in by:
+        a, b = by[FINETUNE_BUCKETED], by["albert-tf fit"]
+        predicted = b.median("gflop_per_example") / a.median("gflop_per_example")
+        paired = _paired_ratios(a, b)
+        lines.append(f"- length buckets (albert-finetune's batches vs random batches, same model): predicted "
+                     f"{predicted:.2f}x from the FLOPs at the padded lengths ({b.median('padded_tokens'):.0f} -> "
+                     f"{a.median('padded_tokens'):.0f} tokens/example), measured "
+                     f"**{a.median('per_s') / b.median('per_s'):.2f}x**"
+                     + (f" (per repetition: {', '.join(f'{r:.2f}x' for r in paired)})" if paired else ""))
+    return lines + [""]
 
 
 def large_summary(large: Sequence[Measurement]) -> List[str]:
@@ -449,12 +532,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer configurations (about 10-15 minutes)")
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default: 1 quick, 3 full)")
-    parser.add_argument("--only", default="", help="comma-separated groups: matmul,train,infer,text,large")
+    parser.add_argument("--only", default="",
+                        help="comma-separated groups: matmul,train,infer,text,finetune,large")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the finetune group at a tiny model shape (checks every system runs, in seconds)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per measurement process")
     parser.add_argument("--with_data", action="store_true", help="rerun bench_pretraining_data.py")
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "albert-tf-bench"),
                         help="where the SentencePiece model for the text benchmarks is kept")
     parser.add_argument("--output", default=os.path.join(BENCH_DIR, "RESULTS.md"))
+    parser.add_argument("--run_json", default=os.path.join(BENCH_DIR, "results", "run.json"),
+                        help="where every repetition's raw result is saved")
     parser.add_argument("--dry_run", action="store_true", help="list the plan and exit")
     parser.add_argument("--render_only", default="", help="rewrite RESULTS.md from a saved run.json")
     parser.add_argument("--budget_minutes", type=float, default=None,
@@ -471,7 +559,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.replace(sentences_file + ".tmp", sentences_file)
     with open(sentences_file, encoding="utf-8") as f:
         sentences = json.load(f)
-    measurements = plan(args.quick, spm_path, sentences)
+    finetune_file = os.path.join(args.cache_dir, f"finetune_sentences_{FINETUNE_POOL}.json")
+    if not os.path.exists(finetune_file):
+        with open(finetune_file + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(common.mixed_length_sentences(FINETUNE_POOL, seed=1), f, indent=0)
+        os.replace(finetune_file + ".tmp", finetune_file)
+    measurements = plan(args.quick, spm_path, sentences, finetune_file, args.smoke)
     if args.only:
         groups = set(args.only.split(","))
         measurements = [m for m in measurements if m.group in groups]
@@ -490,7 +583,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     start, load_start = time.time(), os.getloadavg()[0]
     loads = [load_start]
-    raw = os.path.join(BENCH_DIR, "results", "run.json")
+    raw = args.run_json
 
     def header():
         return dict(

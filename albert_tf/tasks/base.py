@@ -31,6 +31,9 @@ class TaskOptions:
         doc_stride / max_query_length / n_best_size / max_answer_length: SQuAD.
         max_qa_length: RACE.
         dropout_rate: dropout before the task head.
+        length_buckets: classification tasks train on batches of examples of
+            similar length (each pass in random order), so little is
+            computed on padding; False: batches of mixed length.
     """
 
     max_seq_length: int = 128
@@ -46,6 +49,7 @@ class TaskOptions:
     max_answer_length: int = 30
     max_qa_length: int = 128
     dropout_rate: float = 0.1
+    length_buckets: bool = True
 
 
 class FinetuneTask:

@@ -95,6 +95,32 @@ def from_text_examples(examples: Sequence, label_names: Sequence[str], regressio
                               labels=labels, label_names=list(label_names), guids=[e.guid for e in examples])
 
 
+def packed_lengths(data: ClassificationData, options: TaskOptions, chunk: int = 4096) -> np.ndarray:
+    """Tokens of each example as the classifier packs it: [CLS] A [SEP] (B [SEP]),
+    at most `options.max_seq_length` (SentencePiece in the graph, `chunk` texts a call).
+
+    Example:
+    >>> data = ClassificationData(["a b", "c"], None, None, [], ["1", "2"])
+    >>> packed_lengths(data, TaskOptions(spm_model_file="spm.model"))  # doctest: +SKIP
+    array([4, 3])
+    """
+    from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+
+    pre = AlbertTextPreprocessor(options.spm_model_file, max_seq_length=options.max_seq_length,
+                                 do_lower_case=options.do_lower_case)
+
+    def pieces(texts: Sequence[str]) -> np.ndarray:
+        counts = [pre.tokenize(tf.constant(texts[i:i + chunk])).row_lengths().numpy()
+                  for i in range(0, len(texts), chunk)]
+        return np.concatenate(counts).astype(np.int64)
+
+    if data.text_pairs is None:
+        total = pieces(data.texts) + 2
+    else:
+        total = pieces(data.texts) + pieces(data.text_pairs) + 3
+    return np.minimum(total, options.max_seq_length)
+
+
 class ClassificationTask(FinetuneTask):
     """Shared by GLUE and CSV: model, loss, metrics, prediction files."""
 
@@ -124,7 +150,18 @@ class ClassificationTask(FinetuneTask):
         return data
 
     def train_dataset(self, data: ClassificationData, batch_size: int, seed: int) -> tf.data.Dataset:
+        """(strings, labels) batches forever: with `options.length_buckets` (and a
+        SentencePiece model) batches of similar length, each pass in random order
+        (`pipelines.finetune.common.length_bucketed_dataset`), so a batch pads only
+        to lengths close to its own; otherwise shuffled batches of mixed length."""
+        from pipelines.finetune.common import length_bucketed_dataset
+
         labels = data.labels.astype(np.float32 if self.is_regression else np.int32)
+        if self.options.length_buckets and self.options.spm_model_file:
+            columns = tf.nest.map_structure(lambda t: tf.constant(t, tf.string), data.inputs())
+            lengths = packed_lengths(data, self.options)
+            ds = length_bucketed_dataset((columns, tf.constant(labels)), lengths, batch_size, seed)
+            return ds.prefetch(tf.data.AUTOTUNE)
         ds = tf.data.Dataset.from_tensor_slices((data.inputs(), labels))
         ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True).repeat()
         return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)

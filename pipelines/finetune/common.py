@@ -179,3 +179,117 @@ def json_lines(path: str, lines: Sequence[str]) -> Iterator[Tuple[int, dict]]:
         if not isinstance(record, dict):
             raise ValueError(f"{path}:{line}: expected a JSON object, got {type(record).__name__}.")
         yield line, record
+
+
+# ------------------------------------------------------- length buckets
+# Batches per sorting window: large enough that each batch holds examples of
+# nearly one length, small enough that which examples share a window (and so
+# a batch) changes from pass to pass.
+DEFAULT_BATCHES_PER_WINDOW = 50
+
+
+def group_by_length(order: Sequence[int], lengths: Sequence[int], batch_size: int,
+                    window: int) -> List[np.ndarray]:
+    """Cuts `order` into batches of examples of similar length.
+
+    `order` is taken `window` examples at a time; each window is sorted by
+    length (stably, so equal lengths keep their order) and cut into batches
+    of `batch_size`. Only the last batch can be smaller. Every index of
+    `order` is in exactly one batch.
+
+    Args:
+        order: example indices, already shuffled.
+        lengths: tokens of every example (indexed by example id).
+        batch_size: examples per batch.
+        window: examples sorted together (a multiple of batch_size).
+
+    Example:
+    >>> [b.tolist() for b in group_by_length([0, 1, 2, 3, 4, 5], [5, 1, 4, 2, 6, 3], 2, 4)]
+    [[1, 3], [2, 0], [5, 4]]
+    """
+    if batch_size < 1 or window < batch_size or window % batch_size:
+        raise ValueError(f"group_by_length: window {window!r} must be a positive multiple of "
+                         f"batch_size {batch_size!r}.")
+    order = np.asarray(order, dtype=np.int64)
+    lengths = np.asarray(lengths)
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start:start + window]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    return batches
+
+
+def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pass_index: int,
+                         batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW) -> List[np.ndarray]:
+    """One pass over the examples in batches of similar length, in random order.
+
+    The examples are shuffled, grouped by `group_by_length`, and the batches
+    shuffled again, so training stays random while a batch pads only to
+    lengths close to its own. The same (seed, pass_index) gives the same
+    batches; each example is in exactly one batch of a pass.
+
+    Args:
+        lengths: tokens of every example.
+        batch_size: examples per batch (the pass's last batch may be smaller).
+        seed: the run's seed.
+        pass_index: which pass over the data (0, 1, ...).
+        batches_per_window: batches sorted together.
+
+    Example:
+    >>> batches = length_bucketed_pass([9, 1, 8, 2, 7, 3], 2, seed=0, pass_index=0)
+    >>> sorted(int(i) for b in batches for i in b)
+    [0, 1, 2, 3, 4, 5]
+    >>> sorted(sorted([9, 1, 8, 2, 7, 3][i] for i in b) for b in batches)
+    [[1, 2], [3, 7], [8, 9]]
+    """
+    if batches_per_window < 1:
+        raise ValueError(f"batches_per_window must be >= 1, got {batches_per_window!r}.")
+    rng = np.random.default_rng([int(seed), int(pass_index)])
+    order = rng.permutation(len(lengths))
+    batches = group_by_length(order, lengths, batch_size, batch_size * batches_per_window)
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def length_bucketed_dataset(columns, lengths: Sequence[int], batch_size: int, seed: int,
+                            batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW) -> tf.data.Dataset:
+    """Batches of `columns` in length buckets, pass after pass, forever.
+
+    Each batch pads only to its own longest example (the task models'
+    preprocessors pad to the batch's longest), so little is computed on
+    padding; batches of a pass come in random order (`length_bucketed_pass`).
+
+    Args:
+        columns: a tensor, or a nested structure of tensors (strings, labels),
+            with one row per example.
+        lengths: tokens of every example (its packed length).
+        batch_size: examples per batch.
+        seed: fixes every pass's batches and order.
+        batches_per_window: batches sorted together.
+
+    Returns:
+        A dataset of `columns` batches (batch dimension None: the last batch
+        of each pass holds the remainder).
+
+    Example:
+    >>> ds = length_bucketed_dataset(tf.constant(["a b c", "a", "a b"]), [3, 1, 2], 2, seed=0)
+    >>> sorted(len(b) for b in ds.take(2).as_numpy_iterator())  # one pass: 3 examples
+    [1, 2]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.ndim != 1 or not len(lengths):
+        raise ValueError(f"length_bucketed_dataset: lengths must be a non-empty list, got shape {lengths.shape}.")
+    for column in tf.nest.flatten(columns):
+        if int(column.shape[0]) != len(lengths):
+            raise ValueError(f"length_bucketed_dataset: a column has {column.shape[0]} rows but there are "
+                             f"{len(lengths)} lengths.")
+
+    def batches():
+        pass_index = 0
+        while True:
+            yield from length_bucketed_pass(lengths, batch_size, seed, pass_index, batches_per_window)
+            pass_index += 1
+
+    indices = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.int64))
+    return indices.map(lambda idx: tf.nest.map_structure(lambda c: tf.gather(c, idx), columns),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -77,7 +77,7 @@ def test_plans_cover_every_measure_and_keys_are_unique():
     full = run.plan(False, "sp.model", ["a b c."])
     for p in (quick, full):
         assert len({m.key for m in p}) == len(p)
-        assert {m.group for m in p} == {"matmul", "train", "infer", "text", "large"}
+        assert {m.group for m in p} == {"matmul", "train", "infer", "text", "finetune", "large"}
         assert {m.system for m in p if m.group == "train"} == {
             "albert-tf step", "albert-tf fit", "keras-hub fit", "Hugging Face"}
     assert len(quick) < len(full)

@@ -1,0 +1,235 @@
+"""Fine-tuning on real text: sentence classification (2 labels) through each
+system's own text path, training examples/s.
+
+Every system trains on the same pool of real sentences of 5-60 words
+(`common.mixed_length_sentences`) with the same random labels: `warmup`
+untimed batches of 32, then one timed pass over the pool (`steps` batches),
+so each system sees every sentence once and the figure is
+examples / seconds of the whole pass (not a median step: batch lengths
+differ). ALBERT-base shape with the text benchmarks' 8000-piece vocabulary,
+random weights; mixed bfloat16 (Keras `mixed_bfloat16`, `torch.autocast`).
+
+* ours, `feed="fit"`: `AlbertClassifier` with its in-graph preprocessor,
+  `albert_tf.optimizers.adamw`, plain `model.fit` on a tf.data dataset of
+  (strings, labels) in random batches (each padded to its longest);
+* ours, `feed="finetune"`: the same model fed as albert-finetune feeds it
+  (`ClassificationTask.train_dataset`: batches of similar length);
+* keras-hub: `AlbertTextClassifier` with `AlbertTextClassifierPreprocessor`
+  (pads to sequence_length 128), Keras AdamW, `fit`;
+* Hugging Face: `AlbertForSequenceClassification`, its AlbertTokenizer from
+  the same SentencePiece model (padding="longest"), torch AdamW.
+
+Each result carries the padded and real tokens per example and the training
+GFLOP per example at the padded lengths (`common.forward_flops` x 3), so the
+gain of not computing on padding can be predicted from the batches alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Dict, List, Sequence, Tuple
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+from bench.systems import common  # noqa: E402
+
+NUM_CLASSES = 2
+LEARNING_RATE = 2e-5
+# "tiny" is the smoke test's shape (seconds, not minutes); "base" is measured.
+SHAPES = {
+    "base": dict(common.ALBERT_BASE, vocab_size=common.TEXT_VOCAB_SIZE),
+    "tiny": dict(common.ALBERT_BASE, vocab_size=common.TEXT_VOCAB_SIZE, embedding_size=16, hidden_size=32,
+                 num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+}
+
+
+# ------------------------------------------------------------------- data
+def pool(sentences_file: str, batch: int, steps: int) -> Tuple[List[str], np.ndarray]:
+    """The first batch * steps sentences of the file and their seeded 0/1 labels."""
+    with open(sentences_file, encoding="utf-8") as f:
+        sentences = json.load(f)
+    need = batch * steps
+    if len(sentences) < need:
+        raise ValueError(f"{sentences_file} has {len(sentences)} sentences; {batch} x {steps} steps need {need}.")
+    labels = np.random.default_rng(0).integers(0, NUM_CLASSES, size=need).astype("int32")
+    return sentences[:need], labels
+
+
+def random_batches(n: int, batch: int, seed: int, count: int) -> List[np.ndarray]:
+    """`count` batches of indices from a seeded permutation of range(n) (repeated as needed)."""
+    rng = np.random.default_rng(seed)
+    order = np.concatenate([rng.permutation(n) for _ in range(-(-count * batch // n))])
+    return [order[i * batch:(i + 1) * batch] for i in range(count)]
+
+
+def batch_costs(shape: Dict[str, int], batches: Sequence[Sequence[int]]) -> Dict[str, float]:
+    """Per example: padded tokens, real tokens and training GFLOP at the padded lengths.
+
+    `batches` holds each batch's real lengths (tokens with [CLS]/[SEP]).
+
+    Example:
+    >>> costs = batch_costs(SHAPES["base"], [[10, 30], [20, 20]])
+    >>> costs["padded_tokens"], costs["real_tokens"]
+    (25.0, 20.0)
+    """
+    rows = sum(len(b) for b in batches)
+    padded = sum(len(b) * max(b) for b in batches)
+    flops = sum(len(b) * 3 * common.forward_flops(shape, max(b), None) for b in batches)
+    return {"padded_tokens": padded / rows, "real_tokens": sum(sum(b) for b in batches) / rows,
+            "gflop_per_example": flops / rows / 1e9}
+
+
+def _result(examples: int, seconds: float, shape, lengths: Sequence[Sequence[int]]) -> Dict[str, float]:
+    out = {"per_s": examples / seconds, "seconds": seconds, "examples": examples}
+    out.update(batch_costs(shape, lengths))
+    return out
+
+
+# ------------------------------------------------------------------- ours
+def _keras_pass_seconds(model, dataset, warmup: int, steps: int) -> float:
+    """Seconds from the start of the first timed batch to the end of the last."""
+    import keras
+
+    stamps: Dict[str, List[float]] = {"begin": [], "end": []}
+
+    class Stamp(keras.callbacks.Callback):
+        def on_train_batch_begin(self, step, logs=None):
+            stamps["begin"].append(time.perf_counter())
+
+        def on_train_batch_end(self, step, logs=None):
+            stamps["end"].append(time.perf_counter())
+
+    model.fit(dataset, epochs=1, steps_per_epoch=warmup + steps, verbose=0, callbacks=[Stamp()])
+    if len(stamps["end"]) != warmup + steps:
+        raise RuntimeError(f"fit ran {len(stamps['end'])} steps, expected {warmup + steps}.")
+    return stamps["end"][-1] - stamps["begin"][warmup]
+
+
+def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
+         feed: str = "fit", shape: str = "base") -> Dict[str, float]:
+    """albert-tf's AlbertClassifier (strings in) trained by `fit`; see the module docstring."""
+    import tensorflow as tf
+
+    import albert_tf
+    from albert_tf import runtime
+    from albert_tf.tasks.base import TaskOptions
+    from albert_tf.tasks.classification import ClassificationData, CsvTask, packed_lengths
+
+    texts, labels = pool(sentences_file, batch, steps)
+    dims = SHAPES[shape]
+    preprocessor = albert_tf.AlbertTextPreprocessor(spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
+    config = albert_tf.AlbertConfig(**dict(dims, vocab_size=preprocessor.vocab_size))
+    policy = runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision))
+    model = albert_tf.AlbertClassifier(config, NUM_CLASSES, preprocessor=preprocessor, dtype=policy)
+    model.compile(optimizer=albert_tf.optimizers.adamw(LEARNING_RATE, num_train_steps=10 ** 6, num_warmup_steps=0))
+    data = ClassificationData(texts, None, labels, ["0", "1"], [str(i) for i in range(len(texts))])
+    options = TaskOptions(spm_model_file=spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
+    lengths = packed_lengths(data, options)
+    if feed == "fit":
+        strings = tf.constant(texts)
+
+        def batches(index_batches):
+            idx = tf.ragged.constant([b.tolist() for b in index_batches]).to_tensor()
+            return tf.data.Dataset.from_tensor_slices(idx).map(
+                lambda i: (tf.gather(strings, i), tf.gather(labels, i)))
+
+        timed = random_batches(len(texts), batch, seed=0, count=steps)
+        dataset = batches(random_batches(len(texts), batch, seed=1, count=warmup)).concatenate(batches(timed))
+        timed_lengths = [lengths[b].tolist() for b in timed]
+    elif feed == "finetune":
+        task = CsvTask("csv", options)
+        # Warm-up batches from another seed; then exactly the first pass of seed 0.
+        dataset = task.train_dataset(data, batch, seed=1).take(warmup).concatenate(
+            task.train_dataset(data, batch, seed=0).take(steps))
+        index = {t: i for i, t in enumerate(texts)}
+        timed_lengths = [[int(lengths[index[t.decode()]]) for t in x]
+                         for x, _ in task.train_dataset(data, batch, seed=0).take(steps).as_numpy_iterator()]
+    else:
+        raise ValueError(f"feed must be 'fit' or 'finetune', got {feed!r}.")
+    seconds = _keras_pass_seconds(model, dataset.prefetch(2), warmup, steps)
+    return _result(batch * steps, seconds, dims, timed_lengths)
+
+
+# -------------------------------------------------------------- keras-hub
+def kerashub(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
+             shape: str = "base") -> Dict[str, float]:
+    """keras-hub's AlbertTextClassifier + AlbertTextClassifierPreprocessor (sequence_length 128), `fit`."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    texts, labels = pool(sentences_file, batch, steps)
+    dims = SHAPES[shape]
+    tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_path)
+    preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
+        tokenizer, sequence_length=common.TEXT_MAX_SEQ_LENGTH)
+    backbone = keras_hub.models.AlbertBackbone(
+        vocabulary_size=tokenizer.vocabulary_size(), num_layers=dims["num_hidden_layers"],
+        num_heads=dims["num_attention_heads"], embedding_dim=dims["embedding_size"],
+        hidden_dim=dims["hidden_size"], intermediate_dim=dims["intermediate_size"], num_groups=1,
+        num_inner_repetitions=1, dropout=0.0, max_sequence_length=dims["max_position_embeddings"],
+        num_segments=dims["type_vocab_size"], dtype={"float32": "float32", "bfloat16": "mixed_bfloat16"}[precision])
+    model = keras_hub.models.AlbertTextClassifier(backbone, NUM_CLASSES, preprocessor=preprocessor)
+    model.compile(optimizer=keras.optimizers.AdamW(LEARNING_RATE, weight_decay=0.01, global_clipnorm=1.0),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    order = random_batches(len(texts), batch, seed=1, count=warmup) + random_batches(
+        len(texts), batch, seed=0, count=steps)
+    idx = np.concatenate(order)
+    dataset = tf.data.Dataset.from_tensor_slices((tf.constant([texts[i] for i in idx]), labels[idx])).batch(batch)
+    seconds = _keras_pass_seconds(model, dataset, warmup, steps)
+    padded = [[common.TEXT_MAX_SEQ_LENGTH] * batch for _ in range(steps)]
+    result = _result(batch * steps, seconds, dims, padded)
+    real = preprocessor(tf.constant(texts))["padding_mask"].numpy().sum(axis=1)
+    result["real_tokens"] = float(real.mean())
+    return result
+
+
+# ---------------------------------------------------------- Hugging Face
+def hf(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
+       shape: str = "base") -> Dict[str, float]:
+    """AlbertForSequenceClassification, AlbertTokenizer (padding="longest") each step, torch AdamW."""
+    import torch
+    import transformers
+
+    from bench.systems import hf as hf_common
+
+    texts, labels = pool(sentences_file, batch, steps)
+    dims = SHAPES[shape]
+    torch.manual_seed(0)
+    tokenizer = hf_common._tokenizer(spm_path)
+    config = transformers.AlbertConfig(
+        vocab_size=len(tokenizer), embedding_size=dims["embedding_size"], hidden_size=dims["hidden_size"],
+        num_hidden_layers=dims["num_hidden_layers"], num_attention_heads=dims["num_attention_heads"],
+        intermediate_size=dims["intermediate_size"], hidden_act="gelu_new", hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
+        max_position_embeddings=dims["max_position_embeddings"], type_vocab_size=dims["type_vocab_size"],
+        num_hidden_groups=1, inner_group_num=1, num_labels=NUM_CLASSES)
+    model = transformers.AlbertForSequenceClassification(config)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    label_tensor = torch.from_numpy(labels).long()
+
+    def step(index):
+        enc = tokenizer([texts[i] for i in index], padding="longest", truncation=True,
+                        max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")
+        with hf_common._autocast(precision):
+            loss = model(**enc, labels=label_tensor[torch.from_numpy(index).long()]).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    for index in random_batches(len(texts), batch, seed=1, count=warmup):
+        step(index)
+    timed = random_batches(len(texts), batch, seed=0, count=steps)
+    start = time.perf_counter()
+    for index in timed:
+        step(index)
+    seconds = time.perf_counter() - start
+    mask = tokenizer(texts, truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)["input_ids"]
+    return _result(batch * steps, seconds, dims, [[len(mask[i]) for i in b] for b in timed])

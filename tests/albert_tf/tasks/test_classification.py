@@ -1,0 +1,80 @@
+"""ClassificationTask.train_dataset: length-bucketed batches of raw strings."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+from albert_tf.tasks.base import TaskOptions
+from albert_tf.tasks.classification import ClassificationData, CsvTask, packed_lengths
+from tests.albert_tf import task_testlib
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+    return task_testlib.train_tiny_spm(str(tmp_path_factory.mktemp("spm")))
+
+
+def _data(n, pairs=False, seed=0):
+    rng = np.random.default_rng(seed)
+    words = ["ka", "lo", "mi", "ten", "ser", "qua", "vi", "don"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(1, 30)))) for _ in range(n)]
+    text_pairs = [" ".join(rng.choice(words, size=int(rng.integers(1, 30)))) for _ in range(n)] if pairs else None
+    return ClassificationData(texts, text_pairs, rng.integers(0, 2, size=n).astype(np.int32), ["0", "1"],
+                              [str(i) for i in range(n)])
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_packed_lengths_equal_the_preprocessors_masks(spm_model, pairs):
+    data = _data(40, pairs)
+    options = TaskOptions(spm_model_file=spm_model, max_seq_length=24)
+    pre = AlbertTextPreprocessor(spm_model, max_seq_length=24)
+    features = pre(*[tf.constant(x) for x in ([data.texts] + ([data.text_pairs] if pairs else []))])
+    want = features["input_mask"].numpy().sum(axis=1)
+    assert want.max() == 24 and want.min() < 24  # some truncated, some not
+    np.testing.assert_array_equal(packed_lengths(data, options, chunk=7), want)
+
+
+def test_train_dataset_batches_similar_lengths_and_each_example_once_a_pass(spm_model):
+    data = _data(70)
+    task = CsvTask("csv", TaskOptions(spm_model_file=spm_model, max_seq_length=64))
+    lengths = packed_lengths(data, task.options)
+    by_text = collections.defaultdict(list)
+    for i, (text, label) in enumerate(zip(data.texts, data.labels)):
+        by_text[text].append((i, int(label)))
+    ds = task.train_dataset(data, batch_size=8, seed=3)
+    # 70 examples: 9 batches a pass (eight of 8, one of 6); two passes.
+    batches = list(ds.take(18).as_numpy_iterator())
+    for pass_batches in (batches[:9], batches[9:]):
+        seen = []
+        for texts, labels in pass_batches:
+            rows = [by_text[t.decode()] for t in texts]
+            assert all(int(y) in [lab for _, lab in r] for r, y in zip(rows, labels))
+            seen.extend(r[0][0] if len(r) == 1 else None for r in rows)
+        assert sorted(len(t) for t, _ in pass_batches) == [6] + [8] * 8
+        unique = [i for i in seen if i is not None]
+        assert len(set(unique)) == len(unique) and len(seen) == 70
+    # Each batch pads to its longest: far fewer padded tokens than random batches.
+    index = {t: i for i, t in enumerate(data.texts)}
+    padded = sum(len(t) * max(lengths[index[s.decode()]] for s in t) for t, _ in batches[:9])
+    rng = np.random.default_rng(0)
+    random_padded = np.mean([sum(len(b) * lengths[b].max() for b in np.array_split(rng.permutation(70), 9))
+                             for _ in range(20)])
+    assert padded < 0.8 * random_padded
+    # Seeded: the same stream again.
+    again = list(task.train_dataset(data, batch_size=8, seed=3).take(18).as_numpy_iterator())
+    assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(batches, again))
+
+
+def test_pairs_and_the_mixed_length_fallback(spm_model):
+    data = _data(20, pairs=True)
+    task = CsvTask("csv", TaskOptions(spm_model_file=spm_model))
+    (texts, pairs), labels = next(iter(task.train_dataset(data, batch_size=4, seed=0)))
+    assert texts.shape == pairs.shape == labels.shape == (4,)
+    pair_of = dict(zip(data.texts, data.text_pairs))
+    assert all(pair_of[t.decode()] == p.decode() for t, p in zip(texts.numpy(), pairs.numpy()))
+    plain = CsvTask("csv", TaskOptions(spm_model_file=spm_model, length_buckets=False))
+    ds = plain.train_dataset(data, batch_size=4, seed=0)
+    assert ds.element_spec[1].shape.as_list() == [4]  # the old fixed-size shuffled batches
