@@ -425,8 +425,22 @@ class _FramedWriter:
     def write(self, record: bytes) -> None:
         self._file.write(_LENGTH.pack(len(record)) + record)
 
+    def write_framed(self, framed: bytes) -> None:
+        """Appends records already framed as `write` frames them."""
+        self._file.write(framed)
+
     def close(self) -> None:
         self._file.close()
+
+
+def _split_framed(framed: bytes) -> Iterator[bytes]:
+    """The records of a string of framed records (`_FramedWriter` framing)."""
+    offset = 0
+    while offset < len(framed):
+        (length,) = _LENGTH.unpack_from(framed, offset)
+        offset += _LENGTH.size
+        yield framed[offset:offset + length]
+        offset += length
 
 
 def _read_framed(path: str) -> Iterator[bytes]:
@@ -486,6 +500,14 @@ class _SpillRouter:
             self._writers[index - self._low].write(record)
         else:
             self._writers[(index - self._low) // self._width].write(_TAG.pack(index) + record)
+
+    def write_framed(self, index: int, framed: bytes) -> None:
+        """Appends records already framed (`_FramedWriter` framing) to file `index`."""
+        if self._direct:
+            self._writers[index - self._low].write_framed(framed)
+        else:
+            for record in _split_framed(framed):
+                self.write(index, record)
 
     def close(self) -> None:
         for writer in self._writers:
@@ -638,21 +660,23 @@ def _write_spill_files(dataset: tf.data.Dataset, config: PretrainingDataConfig,
                        spills: Dict[tuple, str], staging_prefix: str,
                        summary: PretrainingDataSummary, start_time: float) -> Dict[int, int]:
     """Pass 1: every instance, in document order, to a spill file of its
-    shard; fills the summary's counts.  Returns instances per shard."""
+    shard; fills the summary's counts.  Returns instances per shard.
+
+    The dataset hands over, per batch, the framed records of each spill file
+    already joined (`_spill_chunks`): one write per file and batch, not one
+    Python call per record."""
     keys = list(spills)
-    index_of = {key: i for i, key in enumerate(keys)}
-    buckets = spill_buckets(config.num_shards)
     counts = {s: 0 for s, _ in keys}
     router = _SpillRouter([spills[k] for k in keys], staging_prefix, max_open_writers())
     last_log = time.time()
     try:
         for out in dataset.as_numpy_iterator():
-            shards = out["doc_id"] % config.num_shards
-            bucket_of = out["shuffle_key"] % buckets
-            for record, shard, bucket in zip(out["serialized"], shards.tolist(),
-                                             bucket_of.tolist()):
-                router.write(index_of[(shard, bucket)], record)
-                counts[shard] += 1
+            for index in np.flatnonzero(out["spill_sizes"]).tolist():
+                router.write_framed(index, out["spill_chunks"][index])
+            per_shard = np.bincount(out["doc_id"] % config.num_shards,
+                                    minlength=config.num_shards)
+            for shard in counts:
+                counts[shard] += int(per_shard[shard])
             _add_batch_counts(summary, out)
             now = time.time()
             if now - last_log >= config.progress_interval_s:
@@ -730,24 +754,21 @@ def _shard_seed(seed: int, shard: int) -> int:
 
 def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
                       config: PretrainingDataConfig, pending: List[int]) -> tf.data.Dataset:
-    """Documents of the pending shards -> batches of serialised instances."""
+    """Documents of the pending shards -> per batch, the framed records of
+    every spill file (`_write_spill_files`) and the batch's counts."""
     num_shards = config.num_shards
-    docs_per_batch = config.docs_per_batch
+    buckets = spill_buckets(num_shards)
     wanted = tf.constant([s in set(pending) for s in range(num_shards)])
+    # Spill file number of (shard, bucket): the order of `spills` in create_pretraining_data.
+    first_spill = tf.constant([pending.index(s) * buckets if s in pending else 0
+                               for s in range(num_shards)], tf.int64)
     docs = corpus.documents_dataset(files, do_lower_case=config.do_lower_case,
                                     max_line_bytes=config.max_line_bytes,
                                     max_document_lines=config.max_document_lines)
     docs = docs.filter(tf.autograph.experimental.do_not_convert(
         lambda e: tf.gather(wanted, e["doc_id"] % num_shards)))
-    if builder.config.uses_random_documents:
-        # Random other documents come from the same batch: batch per shard, so that
-        # a shard's batches do not depend on which other shards this worker has.
-        docs = docs.group_by_window(
-            key_func=lambda e: e["doc_id"] % num_shards,
-            reduce_func=lambda _, window: window.ragged_batch(docs_per_batch),
-            window_size=docs_per_batch)
-    else:
-        docs = docs.ragged_batch(docs_per_batch)
+    docs = _document_batches(docs, builder.config.uses_random_documents, num_shards,
+                             config.docs_per_batch)
 
     # No autograph: the code has no tensor-dependent Python control flow, and
     # converting it would triple the start-up (tracing) time.
@@ -757,16 +778,20 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
         if not isinstance(lines, tf.RaggedTensor):
             lines = tf.RaggedTensor.from_tensor(lines)
         feats, stats = builder.build(lines, batch["doc_id"])
+        # Which spill file: a keyed hash of the instance, not of its position.
+        bucket = tf.cast(tf.bitwise.right_shift(
+            random_ops.fold_in(feats["shuffle_key"], random_ops.SHUFFLE),
+            tf.constant(33, tf.uint64)), tf.int64) % buckets
+        spill = tf.gather(first_spill, feats["doc_id"] % num_shards) + bucket
+        chunks, sizes = _spill_chunks(tfrecords.serialize_examples(feats), spill,
+                                      len(pending) * buckets)
         return {
-            "serialized": tfrecords.serialize_examples(feats),
+            "spill_chunks": chunks,
+            "spill_sizes": sizes,
             "doc_id": feats["doc_id"],
             "length": feats["length"],
             "num_masked": feats["num_masked"],
             "next_sentence_labels": feats["next_sentence_labels"],
-            # Which spill file: a keyed hash of the instance, not of its position.
-            "shuffle_key": tf.cast(tf.bitwise.right_shift(
-                random_ops.fold_in(feats["shuffle_key"], random_ops.SHUFFLE),
-                tf.constant(33, tf.uint64)), tf.int64),
             "doc_sentences": stats["sentences"],
             "doc_bad_utf8": batch["bad_utf8"],
             "doc_too_long": batch["too_long"],
@@ -775,3 +800,44 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
 
     calls = tf.data.AUTOTUNE if config.num_parallel_calls is None else config.num_parallel_calls
     return docs.map(process, num_parallel_calls=calls, deterministic=True).prefetch(2)
+
+
+def _document_batches(docs: tf.data.Dataset, uses_random_documents: bool, num_shards: int,
+                      docs_per_batch: int) -> tf.data.Dataset:
+    """Ragged batches of `docs_per_batch` documents, in corpus order."""
+    if uses_random_documents:
+        # Random other documents come from the same batch: batch per shard, so that
+        # a shard's batches do not depend on which other shards this worker has.
+        return docs.group_by_window(
+            key_func=lambda e: e["doc_id"] % num_shards,
+            reduce_func=lambda _, window: window.ragged_batch(docs_per_batch),
+            window_size=docs_per_batch)
+    return docs.ragged_batch(docs_per_batch)
+
+
+# One single-byte string per byte value: the little-endian frame headers in the graph.
+_BYTE_STRINGS = [bytes([value]) for value in range(256)]
+
+
+def _spill_chunks(serialized: tf.Tensor, spill: tf.Tensor, num_spills: int):
+    """Frames records as `_FramedWriter.write` does (8-byte little-endian
+    length, then the bytes) and joins them per spill file, in batch order.
+
+    Args:
+        serialized: string [C] records.
+        spill: int64 [C] spill file number of each record.
+        num_spills: number of spill files.
+
+    Returns:
+        (chunks, sizes): string [num_spills] the framed records of each file,
+        int32 [num_spills] how many records each holds.
+    """
+    length = tf.cast(tf.strings.length(serialized), tf.int64)
+    shifts = tf.range(0, 64, 8, dtype=tf.int64)
+    byte_values = tf.bitwise.bitwise_and(tf.bitwise.right_shift(length[:, None], shifts[None, :]),
+                                         tf.constant(255, tf.int64))
+    header = tf.strings.reduce_join(tf.gather(tf.constant(_BYTE_STRINGS), byte_values), axis=1)
+    framed = tf.strings.join([header, serialized])
+    chunks = tf.strings.unsorted_segment_join(framed, spill, num_spills)
+    sizes = tf.math.unsorted_segment_sum(tf.ones_like(spill, tf.int32), spill, num_spills)
+    return chunks, sizes

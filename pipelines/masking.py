@@ -114,14 +114,26 @@ def random_draws(keys: tf.Tensor, seq_len: int, config: MaskingConfig) -> Dict[s
         random_id: int32 [B, T] the random replacement id per position.
     """
     bits_a = random_ops.stream(random_ops.fold_in(keys, random_ops.WORD_ORDER), seq_len)
-    bits_b = random_ops.stream(random_ops.fold_in(keys, random_ops.REPLACEMENT), seq_len)
+    draws = _replacement_draws(keys, seq_len, config)
+    draws["order"] = random_ops.high_uniform(bits_a, 32, 32)
+    draws["n"] = _ngram_lengths(bits_a, config)
+    return draws
+
+
+def _ngram_lengths(bits_a: tf.Tensor, config: MaskingConfig) -> tf.Tensor:
+    """int32: n for each visit from the low 32 bits of its WORD_ORDER hash
+    (any shape: the masking loop draws it only for the visits it makes)."""
     cdf = tf.constant(list(_cumsum(config.ngram_probs()))[:-1], tf.float64)
     draw_u = random_ops.high_uniform(bits_a, 0, 32)
-    n_draw = 1 + tf.reduce_sum(tf.cast(draw_u[:, :, None] >= cdf[None, None, :], tf.int32), axis=2)
+    return 1 + tf.reduce_sum(tf.cast(draw_u[..., None] >= cdf, tf.int32), axis=-1)
+
+
+def _replacement_draws(keys: tf.Tensor, seq_len: int,
+                       config: MaskingConfig) -> Dict[str, tf.Tensor]:
+    """to_mask, keep and random_id of `random_draws`."""
+    bits_b = random_ops.stream(random_ops.fold_in(keys, random_ops.REPLACEMENT), seq_len)
     u_rand = random_ops.high_uniform(bits_b, 0, 32)
     return {
-        "order": random_ops.high_uniform(bits_a, 32, 32),
-        "n": n_draw,
         "to_mask": random_ops.high_uniform(bits_b, 48, 16) < 0.8,
         "keep": random_ops.high_uniform(bits_b, 32, 16) < 0.5,
         "random_id": tf.cast(tf.floor(u_rand * config.vocab_size), tf.int32),
@@ -150,11 +162,35 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor
     seq_len = ids.shape[1]
     if seq_len is None:
         raise ValueError("mask_tokens needs a static sequence length (input_ids.shape[1]).")
-    num_preds = config.max_predictions_per_seq
-    ngram = config.ngram
-    batch = tf.shape(ids)[0]
-    positions_t = tf.range(seq_len, dtype=tf.int32)
+    words = _words(ids, input_mask, is_start, config)
+    # The same numbers as random_draws, but n only for the visits made.
+    bits_a = random_ops.stream(random_ops.fold_in(keys, random_ops.WORD_ORDER), seq_len)
+    draws = _replacement_draws(keys, seq_len, config)
+    covered = _choose_spans(words, random_ops.high_uniform(bits_a, 32, 32), bits_a, config)
+    masked = words["cand"] & (
+        tf.gather(covered, tf.maximum(words["word_of_pos"], 0), batch_dims=1) > 0)
 
+    # 80% [MASK], 10% unchanged, 10% random id, drawn per masked token.
+    replacement = tf.where(draws["to_mask"], MASK_ID,
+                           tf.where(draws["keep"], ids, draws["random_id"]))
+    out = _predictions(ids, masked, config.max_predictions_per_seq)
+    out["input_ids"] = tf.where(masked, replacement, ids)
+    out["token_boundary"] = tf.cast(words["special"] | words["start"], tf.int32)
+    return out
+
+
+def _words(ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor,
+           config: MaskingConfig) -> Dict[str, tf.Tensor]:
+    """The candidate words of every row and the masking budget.
+
+    Returns:
+        special, cand, start (bool [B, T]): [CLS]/[SEP], candidates, word
+        starts; word_of_pos (int32 [B, T]): word number of each position;
+        num_words, budget (int32 [B]); word_cum (int32 [B, T + 1]): the
+        candidate pieces before each word.
+    """
+    seq_len = ids.shape[1]
+    batch = tf.shape(ids)[0]
     real = tf.cast(input_mask, tf.bool)
     special = real & ((ids == CLS_ID) | (ids == SEP_ID))
     cand = real & ~special
@@ -165,7 +201,8 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor
 
     # Words: a new word at every start piece (and at the first candidate).
     if config.do_whole_word_mask:
-        first = cand & (tf.cumsum(cand_i, axis=1) == 1)
+        first_pos = tf.argmax(cand_i, axis=1, output_type=tf.int32)
+        first = cand & (tf.range(seq_len)[None, :] == first_pos[:, None])
         new_word = cand & (start | first)
     else:
         new_word = cand
@@ -178,79 +215,131 @@ def mask_tokens(input_ids: tf.Tensor, input_mask: tf.Tensor, is_start: tf.Tensor
     word_len = tf.reshape(word_len[:-1], [batch, seq_len])
     word_cum = tf.concat([tf.zeros([batch, 1], tf.int32), tf.cumsum(word_len, axis=1)], axis=1)
 
-    # span_pieces[b, w, n-1]: pieces in the n-gram of words starting at word w.
+    return {"special": special, "cand": cand, "start": start, "word_of_pos": word_of_pos,
+            "num_words": num_words, "budget": budget, "word_cum": word_cum}
+
+
+def _choose_spans(words: Dict[str, tf.Tensor], order_u: tf.Tensor, bits_a: tf.Tensor,
+                  config: MaskingConfig) -> tf.Tensor:
+    """The greedy n-gram choice: int32 [B, T], 1 for every masked word.
+
+    Words are visited in the order of their random keys (a uniform
+    permutation; ties keep word order).  Most rows fill their budget within a
+    few dozen visits, so the first `head` visits of every row come from a
+    partial sort (top_k), and only the rows still short of their budget after
+    them are fully sorted for the remaining visits: the visit order, hence
+    the result, is that of one full stable argsort.
+    """
+    seq_len = words["cand"].shape[1]
+    batch = tf.shape(words["cand"])[0]
+    num_words = words["num_words"]
+    positions_t = tf.range(seq_len, dtype=tf.int32)
+    order_key = tf.where(positions_t[None, :] < num_words[:, None], order_u, 2.0)
+    # top_k puts the lower index first among equal keys: a stable ascending order.
+    head = min(seq_len, max(_MIN_HEAD_VISITS, config.max_predictions_per_seq + 4))
+    head_order = tf.math.top_k(-order_key, k=head, sorted=True).indices
+    state = (tf.zeros([batch, seq_len], tf.int32), tf.zeros([batch], tf.int32))
+    all_rows = tf.range(batch)
+    state = _visit_words(words, bits_a, head_order, all_rows, 0, head, state, config)
+    if head < seq_len:
+        covered, count = state
+        short = tf.cast(tf.where((count < words["budget"]) & (head < num_words))[:, 0], tf.int32)
+        tail_order = tf.cast(
+            tf.argsort(tf.gather(order_key, short), axis=1, stable=True), tf.int32)
+        state = _visit_words(words, bits_a, tail_order, short, head, seq_len, state, config)
+    return state[0]
+
+
+# Visits every row gets from the partial sort (at least; see _choose_spans): a
+# row fills its budget of at most max_predictions_per_seq pieces in about
+# that many visits, rarely more.
+_MIN_HEAD_VISITS = 16
+
+
+def _visit_words(words: Dict[str, tf.Tensor], bits_a: tf.Tensor, order: tf.Tensor,
+                 order_rows: tf.Tensor, first_visit: int, end_visit: int, state,
+                 config: MaskingConfig):
+    """Visits `first_visit` <= k < `end_visit` of the rows `order_rows`.
+
+    Args:
+        words: `_words` output.
+        bits_a: uint64 [B, T]: the WORD_ORDER hashes (n of visit k: column k).
+        order: int32 [R, >= end_visit]: the word of visit k in column k,
+            row r for row order_rows[r] of the batch.
+        order_rows: int32 [R]: the batch rows `order` covers.
+        first_visit, end_visit: the visit range.
+        state: (covered int32 [B, T], count int32 [B]).
+
+    Returns:
+        The updated (covered, count).
+    """
+    ngram = config.ngram
+    seq_len = words["cand"].shape[1]
+    budget = tf.gather(words["budget"], order_rows)
+    num_words = tf.gather(words["num_words"], order_rows)
+    word_cum = words["word_cum"]
     n_range = tf.range(1, ngram + 1, dtype=tf.int32)
-    ends = tf.minimum(positions_t[None, :, None] + n_range[None, None, :],
-                      num_words[:, None, None])
-    ends = tf.maximum(ends, positions_t[None, :, None])
-    ends = tf.minimum(ends, seq_len)
-    span_end = tf.gather(word_cum, tf.reshape(ends, [batch, -1]), batch_dims=1)
-    span_pieces = (tf.reshape(span_end, [batch, seq_len, ngram])
-                   - word_cum[:, :seq_len, None])
-
-    draws = random_draws(keys, seq_len, config)
-    # Visit order: a uniform permutation of the words of each row.
-    order_u = tf.where(positions_t[None, :] < num_words[:, None], draws["order"], 2.0)
-    order = tf.cast(tf.argsort(order_u, axis=1, stable=True), tf.int32)
-    n_draw = draws["n"]
-
     j_range = tf.range(ngram, dtype=tf.int32)
-    row_idx = tf.tile(row, [1, ngram])
-    max_words = tf.reduce_max(tf.concat([num_words, [0]], axis=0))
+    last = tf.minimum(tf.reduce_max(tf.concat([num_words, [0]], axis=0)), end_visit)
+
+    def alive(k, count):
+        # A full budget fits no word (every word has >= 1 piece), and visits
+        # past the last word accept nothing: only other rows can change.
+        return (tf.gather(count, order_rows) < budget) & (k < num_words)
 
     def cond(k, covered, count):
         del covered
-        return (k < max_words) & tf.reduce_any((count < budget) & (k < num_words))
+        return (k < last) & tf.reduce_any(alive(k, count))
 
     def body(k, covered, count):
-        w = order[:, k]
-        n0 = n_draw[:, k]
-        pieces = tf.gather(span_pieces, w, batch_dims=1)  # [B, ngram]
-        remaining = budget - count
+        local = tf.cast(tf.where(alive(k, count))[:, 0], tf.int32)
+        rows = tf.gather(order_rows, local)
+        w = tf.gather_nd(order, tf.stack([local, tf.fill(tf.shape(local), k)], 1))
+        n0 = _ngram_lengths(
+            tf.gather_nd(bits_a, tf.stack([rows, tf.fill(tf.shape(rows), k)], 1)), config)
+        # Pieces of the n-gram of n = 1..ngram words from w (fewer at the row's end).
+        ends = tf.minimum(w[:, None] + n_range[None, :], tf.gather(num_words, local)[:, None])
+        rows_n = tf.broadcast_to(rows[:, None], tf.shape(ends))
+        pieces = (tf.gather_nd(word_cum, tf.stack([rows_n, ends], axis=-1))
+                  - tf.gather_nd(word_cum, tf.stack([rows, w], axis=1))[:, None])
+        remaining = tf.gather(budget, local) - tf.gather(count, rows)
         fits = (n_range[None, :] <= n0[:, None]) & (pieces <= remaining[:, None])
         n1 = tf.reduce_max(tf.where(fits, n_range[None, :], 0), axis=1)
-        words = w[:, None] + j_range[None, :]
-        in_span = (j_range[None, :] < n1[:, None]) & (words < num_words[:, None])
-        words = tf.minimum(words, seq_len - 1)
-        hit = tf.gather(covered, words, batch_dims=1) > 0
-        blocked = tf.reduce_any(hit & in_span, axis=1)
-        accept = (k < num_words) & (n1 > 0) & ~blocked
-        update = tf.cast(accept[:, None] & in_span, tf.int32)
+        span = w[:, None] + j_range[None, :]
+        in_span = (j_range[None, :] < n1[:, None]) & (span < tf.gather(num_words, local)[:, None])
+        span = tf.minimum(span, seq_len - 1)
+        index = tf.stack([tf.broadcast_to(rows[:, None], tf.shape(span)), span], axis=-1)
+        blocked = tf.reduce_any((tf.gather_nd(covered, index) > 0) & in_span, axis=1)
+        accept = (n1 > 0) & ~blocked
         covered = tf.tensor_scatter_nd_max(
-            covered, tf.reshape(tf.stack([row_idx, words], axis=-1), [-1, 2]),
-            tf.reshape(update, [-1]))
+            covered, tf.reshape(index, [-1, 2]),
+            tf.reshape(tf.cast(accept[:, None] & in_span, tf.int32), [-1]))
         gain = tf.gather(pieces, tf.maximum(n1 - 1, 0), batch_dims=1)
-        count = count + tf.where(accept, gain, 0)
+        count = tf.tensor_scatter_nd_add(count, rows[:, None], tf.where(accept, gain, 0))
         return k + 1, covered, count
 
-    _, covered, _ = tf.while_loop(
-        cond, body,
-        (tf.constant(0), tf.zeros([batch, seq_len], tf.int32), tf.zeros([batch], tf.int32)))
+    _, covered, count = tf.while_loop(cond, body, (tf.constant(first_visit),) + tuple(state))
+    return covered, count
 
-    masked = cand & (tf.gather(covered, tf.maximum(word_of_pos, 0), batch_dims=1) > 0)
 
-    # 80% [MASK], 10% unchanged, 10% random id, drawn per masked token.
-    replacement = tf.where(draws["to_mask"], MASK_ID,
-                           tf.where(draws["keep"], ids, draws["random_id"]))
-    masked_ids = tf.where(masked, replacement, ids)
+def _predictions(ids: tf.Tensor, masked: tf.Tensor, num_preds: int) -> Dict[str, tf.Tensor]:
+    """masked_lm_positions (ascending, 0-padded), masked_lm_ids,
+    masked_lm_weights and num_masked of the masked positions.
 
+    A row never has more masked tokens than its budget, which is at most
+    num_preds, so every masked position has a slot.
+    """
+    batch = tf.shape(ids)[0]
     num_masked = tf.reduce_sum(tf.cast(masked, tf.int32), axis=1)
-    # Sorted positions without dynamic shapes (XLA-friendly): the P smallest of
-    # pos (masked) / T + pos (not masked).
-    rank_key = tf.where(masked, positions_t[None, :], seq_len + positions_t[None, :])
-    k = min(num_preds, seq_len)
-    smallest = -tf.math.top_k(-rank_key, k=k, sorted=True).values
-    positions = tf.where(smallest < seq_len, smallest, 0)
-    if num_preds > seq_len:
-        positions = tf.pad(positions, [[0, 0], [0, num_preds - seq_len]])
+    where = tf.cast(tf.where(masked), tf.int32)  # row-major: positions ascend per row
+    positions = tf.RaggedTensor.from_value_rowids(
+        where[:, 1], where[:, 0], nrows=batch).to_tensor(default_value=0, shape=[None, num_preds])
     weights = tf.cast(tf.range(num_preds)[None, :] < num_masked[:, None], tf.float32)
     labels = tf.gather(ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
     return {
-        "input_ids": masked_ids,
         "masked_lm_positions": positions,
         "masked_lm_ids": labels,
         "masked_lm_weights": weights,
-        "token_boundary": tf.cast(special | start, tf.int32),
         "num_masked": num_masked,
     }
 
