@@ -145,16 +145,28 @@ class InstanceBuilder:
             segment_ids, token_boundary [C, T], masked_lm_positions,
             masked_lm_ids [C, P], float32 masked_lm_weights [C, P], int32
             next_sentence_labels [C], int64 doc_id [C], int32 num_masked and
-            length [C], uint64 shuffle_key [C] (a random key of the instance).  stats: int32 [D] sentences per document, and the
-            scalar count of chunks too short to pair ("dropped_chunks").
+            length [C], uint64 shuffle_key [C] (a random key of the instance).
+            stats: int32 [D] sentences per document, and the scalar count of
+            chunks too short to pair ("dropped_chunks").
         """
-        cfg = self.config
-        seq_len = cfg.max_seq_length
-        max_tokens = seq_len - 3
-        dupes = cfg.dupe_factor
         doc_ids = tf.cast(doc_ids, tf.int64)
-        num_docs = tf.shape(doc_ids)[0]
+        sent = self._sentences(doc_lines, tf.shape(doc_ids)[0])
+        pairs = self._pair_rows(sent, doc_ids)
+        chunks = self._chunks(sent, pairs)
+        spans = self._segment_spans(sent, chunks)
+        if self.config.uses_random_documents:
+            spans = self._random_segments_b(sent, chunks, spans)
+        ok = (spans["a_hi"] > spans["a_lo"]) & (spans["b_hi"] > spans["b_lo"])
+        dropped = tf.reduce_sum(tf.cast(~ok, tf.int32))
+        kept = {name: tf.boolean_mask(value, ok) for name, value in spans.items()}
+        features = self._features(sent["flat"], self._truncate(kept))
+        features["doc_id"] = tf.gather(doc_ids, kept["doc"])
+        stats = {"sentences": sent["nsent"], "dropped_chunks": dropped}
+        return features, stats
 
+    def _sentences(self, doc_lines: tf.RaggedTensor, num_docs: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """Tokenizes the batch: the flat token ids and the tables of its
+        non-empty sentences (token ranges, per-document sentence ranges)."""
         tokens = self.tokenizer.tokenize(doc_lines)  # [D, S, None]
         sentences = tokens.values
         doc_of_sentence = tokens.value_rowids()
@@ -166,22 +178,25 @@ class InstanceBuilder:
         num_tokens = tf.size(flat)
         sent_len = tf.cast(sentences.row_lengths(), tf.int32)
         sent_start = tf.cast(sentences.row_starts(), tf.int32)
-        sent_end_tok = sent_start + sent_len
-        num_sent = tf.size(sent_len)
         cum_incl = tf.cumsum(sent_len)
-        cum_excl = cum_incl - sent_len
         doc_first = tf.cumsum(nsent, exclusive=True)
-        doc_end = doc_first + nsent
-        # Padded copies: index num_sent is valid and means "past the end".
-        p_cum_excl = _pad1(cum_excl, num_tokens)
-        p_sent_start = _pad1(sent_start, num_tokens)
-        p_sent_end_tok = _pad1(sent_end_tok, num_tokens)
+        return {
+            "flat": flat, "num_tokens": num_tokens, "num_docs": num_docs, "nsent": nsent,
+            "cum_incl": cum_incl, "doc_first": doc_first, "doc_end": doc_first + nsent,
+            # Padded copies: index num_sent is valid and means "past the end".
+            "p_cum_excl": _pad1(cum_incl - sent_len, num_tokens),
+            "p_sent_start": _pad1(sent_start, num_tokens),
+            "p_sent_end_tok": _pad1(sent_start + sent_len, num_tokens),
+        }
 
-        root = random_ops.seed_key(cfg.random_seed)
-        doc_keys = random_ops.fold_in(root, doc_ids)
-
-        # One row per (document, pass).
-        pair = tf.range(num_docs * dupes)
+    def _pair_rows(self, sent: Dict[str, tf.Tensor], doc_ids: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """One row per (document, dupe pass): its random target length, its
+        chunk key base and the sentence range it walks."""
+        cfg = self.config
+        max_tokens = cfg.max_seq_length - 3
+        dupes = cfg.dupe_factor
+        doc_keys = random_ops.fold_in(random_ops.seed_key(cfg.random_seed), doc_ids)
+        pair = tf.range(sent["num_docs"] * dupes)
         pair_doc = pair // dupes
         pair_pass = pair % dupes
         pair_key = random_ops.fold_in(
@@ -189,16 +204,28 @@ class InstanceBuilder:
         pair_bits = random_ops.stream(pair_key, 2)
         is_short = random_ops.uniform_bits(pair_bits[:, 0]) < cfg.short_seq_prob
         short_len = random_ops.randint_bits(pair_bits[:, 1], 2, max_tokens)
-        # Chunk i of a pair draws from stream(fold_in(chunk_base, i)): columns
-        # 0-2 in the loop below, 3-10 after it.
-        chunk_base = random_ops.fold_in(pair_key, random_ops.CHUNK)
-        target = tf.where(is_short, short_len, max_tokens)
-        valid_doc = tf.gather(nsent, pair_doc) >= 2
-        limit = tf.gather(doc_end, pair_doc)
-        start0 = tf.where(valid_doc, tf.gather(doc_first, pair_doc), limit)
+        valid_doc = tf.gather(sent["nsent"], pair_doc) >= 2
+        limit = tf.gather(sent["doc_end"], pair_doc)
+        return {
+            "pair": pair, "doc": pair_doc, "limit": limit,
+            # Chunk i of a pair draws from stream(fold_in(chunk_base, i)):
+            # columns 0-2 in the chunk loop, 3-10 after it.
+            "chunk_base": random_ops.fold_in(pair_key, random_ops.CHUNK),
+            "target": tf.where(is_short, short_len, max_tokens),
+            "start0": tf.where(valid_doc, tf.gather(sent["doc_first"], pair_doc), limit),
+        }
 
+    def _chunks(self, sent: Dict[str, tf.Tensor], pairs: Dict[str, tf.Tensor]
+                ) -> Dict[str, tf.Tensor]:
+        """Cuts every pair row's sentences into chunks (a tf.while_loop over
+        chunk numbers, all rows advancing together), in (document, pass,
+        chunk) order: sentence range, A's sentence count, random-B and swap
+        decisions, and each chunk's random bits."""
+        cfg = self.config
         nsp = cfg.random_next_sentence
-        single_random = cfg.random_next_sentence or cfg.single_segment_random_negatives
+        single_random = cfg.uses_random_documents
+        limit, target, chunk_base = pairs["limit"], pairs["target"], pairs["chunk_base"]
+        cum_incl, p_cum_excl = sent["cum_incl"], sent["p_cum_excl"]
 
         def cond(i, start, *arrays):
             del arrays
@@ -232,91 +259,110 @@ class InstanceBuilder:
 
         loop = tf.while_loop(
             cond, body,
-            (tf.constant(0), start0, ta(tf.int32), ta(tf.int32), ta(tf.int32), ta(tf.bool),
-             ta(tf.bool), ta(tf.bool)))
+            (tf.constant(0), pairs["start0"], ta(tf.int32), ta(tf.int32), ta(tf.int32),
+             ta(tf.bool), ta(tf.bool), ta(tf.bool)))
         iters = loop[0]
+        num_pairs = tf.size(pairs["pair"])
 
         def stacked(t):
             # [iters, pairs] -> [pairs, iters]: chunks in (document, pass, chunk) order.
-            return tf.transpose(tf.reshape(t.stack(), [iters, num_docs * dupes]))
+            return tf.transpose(tf.reshape(t.stack(), [iters, num_pairs]))
 
         active = stacked(loop[7])
         pick = lambda t: tf.boolean_mask(t, active)  # noqa: E731
-        c_start = pick(stacked(loop[2]))
-        c_aend = pick(stacked(loop[3]))
-        c_end = pick(stacked(loop[4]))
-        c_random = pick(stacked(loop[5]))
-        c_swap = pick(stacked(loop[6]))
         c_chunk = pick(tf.broadcast_to(tf.range(iters)[None, :], tf.shape(active)))
-        c_pair = pick(tf.broadcast_to(pair[:, None], tf.shape(active)))
-        c_doc = tf.gather(pair_doc, c_pair)
-        c_target = tf.gather(target, c_pair)
-        c_bits = random_ops.stream(
-            random_ops.fold_in(tf.gather(chunk_base, c_pair), c_chunk), 11)
-        nseg = c_end - c_start + 1
+        c_pair = pick(tf.broadcast_to(pairs["pair"][:, None], tf.shape(active)))
+        return {
+            "start": pick(stacked(loop[2])), "aend": pick(stacked(loop[3])),
+            "end": pick(stacked(loop[4])), "random": pick(stacked(loop[5])),
+            "swap": pick(stacked(loop[6])),
+            "doc": tf.gather(pairs["doc"], c_pair),
+            "target": tf.gather(target, c_pair),
+            "bits": random_ops.stream(
+                random_ops.fold_in(tf.gather(chunk_base, c_pair), c_chunk), 11),
+        }
 
-        # A = the first a_end segments.
+    def _segment_spans(self, sent: Dict[str, tf.Tensor], chunks: Dict[str, tf.Tensor]
+                       ) -> Dict[str, tf.Tensor]:
+        """Token ranges of A (the first a_end sentences) and of the in-chunk B;
+        a one-sentence chunk of pure SOP is split at a random word start."""
+        p_sent_start, p_sent_end_tok = sent["p_sent_start"], sent["p_sent_end_tok"]
+        c_start, c_aend, c_end = chunks["start"], chunks["aend"], chunks["end"]
+        nseg = c_end - c_start + 1
         a_lo = tf.gather(p_sent_start, c_start)
         a_hi = tf.gather(p_sent_end_tok, c_start + c_aend - 1)
-        # In-chunk B.
         b_lo = tf.gather(p_sent_start, c_start + c_aend)
         b_hi = tf.gather(p_sent_end_tok, c_end)
 
-        # One-segment chunk, pure SOP: split the segment at a random word start.
-        split_case = (nseg == 1) & ~c_random
-        start_flags = tf.cast(tf.gather(self.is_start, flat), tf.int32)
+        split_case = (nseg == 1) & ~chunks["random"]
+        num_tokens = sent["num_tokens"]
+        start_flags = tf.cast(tf.gather(self.is_start, sent["flat"]), tf.int32)
         st_incl = tf.cumsum(start_flags)
         st_excl = _pad1(st_incl - start_flags, tf.reduce_sum(start_flags))
         seg_len = a_hi - a_lo
         first_inner = tf.minimum(a_lo + 1, num_tokens)
         n_starts = tf.gather(st_excl, a_hi) - tf.gather(st_excl, first_inner)
         n_starts = tf.where(seg_len >= 2, n_starts, 0)
-        u_split = random_ops.uniform_bits(c_bits[:, 3])
+        u_split = random_ops.uniform_bits(chunks["bits"][:, 3])
         rank = tf.cast(tf.floor(u_split * tf.cast(n_starts, tf.float64)), tf.int32)
         at_start = _search(st_incl, tf.gather(st_excl, first_inner) + rank + 1)
         anywhere = a_lo + 1 + tf.cast(
             tf.floor(u_split * tf.cast(tf.maximum(seg_len - 1, 0), tf.float64)), tf.int32)
         split = tf.where(n_starts > 0, at_start, anywhere)
-        b_lo = tf.where(split_case, split, b_lo)
-        b_hi = tf.where(split_case, a_hi, b_hi)
-        a_hi = tf.where(split_case, split, a_hi)
+        return {
+            "a_lo": a_lo, "a_hi": tf.where(split_case, split, a_hi),
+            "b_lo": tf.where(split_case, split, b_lo), "b_hi": tf.where(split_case, a_hi, b_hi),
+            "swap": chunks["swap"], "random": chunks["random"], "bits": chunks["bits"],
+            "doc": chunks["doc"],
+        }
 
-        if single_random:
-            # B from a random other document of the batch, from a random sentence on,
-            # until it reaches target - len(A) tokens.
-            u_doc = random_ops.uniform_bits(c_bits[:, 4])
-            others = tf.maximum(num_docs - 1, 1)
-            offset = 1 + tf.cast(tf.floor(u_doc * tf.cast(others, tf.float64)), tf.int32)
-            r_doc = tf.where(num_docs > 1, (c_doc + offset) % num_docs, c_doc)
-            r_doc = tf.where(tf.gather(nsent, r_doc) > 0, r_doc, c_doc)
-            r_n = tf.gather(nsent, r_doc)
-            r_first = tf.gather(doc_first, r_doc)
-            r_start = r_first + random_ops.randint_bits(c_bits[:, 5], 0, r_n - 1)
-            target_b = c_target - (a_hi - a_lo)
-            r_end = _search(cum_incl, tf.gather(p_cum_excl, r_start) + target_b)
-            r_end = tf.maximum(tf.minimum(r_end, r_first + r_n - 1), r_start)
-            b_lo = tf.where(c_random, tf.gather(p_sent_start, r_start), b_lo)
-            b_hi = tf.where(c_random, tf.gather(p_sent_end_tok, r_end), b_hi)
+    def _random_segments_b(self, sent: Dict[str, tf.Tensor], chunks: Dict[str, tf.Tensor],
+                           spans: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """B of the random-B chunks: from a random other document of the batch,
+        from a random sentence on, until it reaches target - len(A) tokens."""
+        c_bits, c_doc, c_random = chunks["bits"], chunks["doc"], chunks["random"]
+        num_docs, nsent = sent["num_docs"], sent["nsent"]
+        u_doc = random_ops.uniform_bits(c_bits[:, 4])
+        others = tf.maximum(num_docs - 1, 1)
+        offset = 1 + tf.cast(tf.floor(u_doc * tf.cast(others, tf.float64)), tf.int32)
+        r_doc = tf.where(num_docs > 1, (c_doc + offset) % num_docs, c_doc)
+        r_doc = tf.where(tf.gather(nsent, r_doc) > 0, r_doc, c_doc)
+        r_n = tf.gather(nsent, r_doc)
+        r_first = tf.gather(sent["doc_first"], r_doc)
+        r_start = r_first + random_ops.randint_bits(c_bits[:, 5], 0, r_n - 1)
+        target_b = chunks["target"] - (spans["a_hi"] - spans["a_lo"])
+        r_end = _search(sent["cum_incl"], tf.gather(sent["p_cum_excl"], r_start) + target_b)
+        r_end = tf.maximum(tf.minimum(r_end, r_first + r_n - 1), r_start)
+        spans = dict(spans)
+        spans["b_lo"] = tf.where(c_random, tf.gather(sent["p_sent_start"], r_start),
+                                 spans["b_lo"])
+        spans["b_hi"] = tf.where(c_random, tf.gather(sent["p_sent_end_tok"], r_end),
+                                 spans["b_hi"])
+        return spans
 
-        ok = (a_hi > a_lo) & (b_hi > b_lo)
-        dropped = tf.reduce_sum(tf.cast(~ok, tf.int32))
-        a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_bits, c_doc = [
-            tf.boolean_mask(t, ok)
-            for t in (a_lo, a_hi, b_lo, b_hi, c_swap, c_random, c_bits, c_doc)]
-
-        # SOP swap (before truncation, as the original).
-        a_lo, b_lo = tf.where(c_swap, b_lo, a_lo), tf.where(c_swap, a_lo, b_lo)
-        a_hi, b_hi = tf.where(c_swap, b_hi, a_hi), tf.where(c_swap, a_hi, b_hi)
-        len_a = a_hi - a_lo
-        len_b = b_hi - b_lo
-        cut_a, cut_b = truncation_counts(len_a, len_b, max_tokens)
+    def _truncate(self, spans: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """The SOP swap (before truncation, as the original), then the
+        original's truncate_seq_pair with a random front/back split per side."""
+        c_swap, c_bits = spans["swap"], spans["bits"]
+        a_lo = tf.where(c_swap, spans["b_lo"], spans["a_lo"])
+        b_lo = tf.where(c_swap, spans["a_lo"], spans["b_lo"])
+        a_hi = tf.where(c_swap, spans["b_hi"], spans["a_hi"])
+        b_hi = tf.where(c_swap, spans["a_hi"], spans["b_hi"])
+        cut_a, cut_b = truncation_counts(a_hi - a_lo, b_hi - b_lo, self.config.max_seq_length - 3)
         front_a = random_ops.binomial_half_bits(c_bits[:, 6], c_bits[:, 7], cut_a)
         front_b = random_ops.binomial_half_bits(c_bits[:, 8], c_bits[:, 9], cut_b)
-        a_lo, a_hi = a_lo + front_a, a_hi - (cut_a - front_a)
-        b_lo, b_hi = b_lo + front_b, b_hi - (cut_b - front_b)
+        return {
+            "a_lo": a_lo + front_a, "a_hi": a_hi - (cut_a - front_a),
+            "b_lo": b_lo + front_b, "b_hi": b_hi - (cut_b - front_b),
+            "label": tf.cast(c_swap | spans["random"], tf.int32), "key": c_bits[:, 10],
+        }
+
+    def _features(self, flat: tf.Tensor, spans: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """[CLS] A [SEP] B [SEP], padded to max_seq_length, masked."""
+        seq_len = self.config.max_seq_length
+        a_lo, a_hi, b_lo, b_hi = spans["a_lo"], spans["a_hi"], spans["b_lo"], spans["b_hi"]
         len_a = a_hi - a_lo
         length = len_a + (b_hi - b_lo) + 3
-
         count = tf.shape(a_lo)[0]
         tok_a = tf.gather(flat, tf.ragged.range(a_lo, a_hi))
         tok_b = tf.gather(flat, tf.ragged.range(b_lo, b_hi))
@@ -328,9 +374,9 @@ class InstanceBuilder:
         input_mask = pos < length[:, None]
         segment_ids = (pos >= (len_a + 2)[:, None]) & input_mask
         is_start = tf.gather(self.is_start, ids) & input_mask
-        mask_keys = c_bits[:, 10]
-        masked = masking_lib.mask_tokens(ids, input_mask, is_start, mask_keys, cfg.masking)
-        features = {
+        masked = masking_lib.mask_tokens(ids, input_mask, is_start, spans["key"],
+                                         self.config.masking)
+        return {
             "input_ids": masked["input_ids"],
             "input_mask": tf.cast(input_mask, tf.int32),
             "segment_ids": tf.cast(segment_ids, tf.int32),
@@ -338,11 +384,8 @@ class InstanceBuilder:
             "masked_lm_positions": masked["masked_lm_positions"],
             "masked_lm_ids": masked["masked_lm_ids"],
             "masked_lm_weights": masked["masked_lm_weights"],
-            "next_sentence_labels": tf.cast(c_swap | c_random, tf.int32),
-            "doc_id": tf.gather(doc_ids, c_doc),
+            "next_sentence_labels": spans["label"],
             "num_masked": masked["num_masked"],
             "length": length,
-            "shuffle_key": c_bits[:, 10],
+            "shuffle_key": spans["key"],
         }
-        stats = {"sentences": nsent, "dropped_chunks": dropped}
-        return features, stats
