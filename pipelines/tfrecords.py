@@ -254,11 +254,38 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
             vocab_size=vocab_size, max_predictions_per_seq=max_predictions_per_seq,
             masked_lm_prob=masked_lm_prob, ngram=ngram, favor_shorter_ngram=favor_shorter_ngram,
             do_whole_word_mask=do_whole_word_mask)
-    files = _files(file_pattern)
     num_pipelines, pipeline_id = 1, 0
     if input_context is not None:
         num_pipelines = input_context.num_input_pipelines
         pipeline_id = input_context.input_pipeline_id
+    ds = _records(_files(file_pattern), num_pipelines, pipeline_id, is_training, seed,
+                  cycle_length, deterministic)
+    if is_training:
+        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+    def parse(serialized):
+        return check_feature_ranges(
+            parse_examples(serialized, max_seq_length, max_predictions_per_seq),
+            max_seq_length, vocab_size, type_vocab_size)
+
+    no_autograph = tf.autograph.experimental.do_not_convert
+    if mask_cfg is None:
+        ds = ds.batch(batch_size, drop_remainder=is_training)
+        ds = ds.map(no_autograph(parse), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=deterministic)
+    else:
+        remask = _dynamic_remask(parse, mask_cfg, seed, pipeline_id)
+        ds = ds.enumerate().batch(batch_size, drop_remainder=is_training)
+        ds = ds.map(no_autograph(remask), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=deterministic)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training: bool,
+             seed: int, cycle_length: int, deterministic: Optional[bool]) -> tf.data.Dataset:
+    """The serialised records of this input pipeline's part of `files`: whole
+    files when there are at least as many as pipelines, else every n-th
+    record; files shuffled and repeated forever when training."""
     ds = tf.data.Dataset.from_tensor_slices(files)
     shard_records = False
     if num_pipelines > 1:
@@ -278,36 +305,27 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if shard_records:
         ds = ds.shard(num_pipelines, pipeline_id)
-    if is_training:
-        ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
+    return ds
 
-    def parse(serialized):
-        return check_feature_ranges(
-            parse_examples(serialized, max_seq_length, max_predictions_per_seq),
-            max_seq_length, vocab_size, type_vocab_size)
 
-    if mask_cfg is None:
-        ds = ds.batch(batch_size, drop_remainder=is_training)
-        ds = ds.map(no_autograph(parse), num_parallel_calls=tf.data.AUTOTUNE,
-                    deterministic=deterministic)
-    else:
-        base_key = random_ops.fold_in(
-            random_ops.fold_in(random_ops.seed_key(seed), random_ops.DYNAMIC), pipeline_id)
+def _dynamic_remask(parse, mask_cfg: masking_lib.MaskingConfig, seed: int, pipeline_id: int):
+    """The map function of masking="dynamic": parses a batch of (element
+    number, record), restores the original ids and masks them again with
+    keys from (seed, pipeline, element number)."""
+    base_key = random_ops.fold_in(
+        random_ops.fold_in(random_ops.seed_key(seed), random_ops.DYNAMIC), pipeline_id)
 
-        def remask(index, serialized):
-            feats = parse(serialized)
-            ids = unmasked_input_ids(feats)
-            # The element counter runs on across epochs (enumerate after
-            # repeat), so every epoch gets fresh masks.
-            keys = random_ops.fold_in(base_key, index)
-            out = masking_lib.mask_tokens(ids, feats["input_mask"], feats["token_boundary"] > 0,
-                                          keys, mask_cfg)
-            for name in ("input_ids", "masked_lm_positions", "masked_lm_ids",
-                         "masked_lm_weights"):
-                feats[name] = out[name]
-            return feats
+    def remask(index, serialized):
+        feats = parse(serialized)
+        ids = unmasked_input_ids(feats)
+        # The element counter runs on across epochs (enumerate after
+        # repeat), so every epoch gets fresh masks.
+        keys = random_ops.fold_in(base_key, index)
+        out = masking_lib.mask_tokens(ids, feats["input_mask"], feats["token_boundary"] > 0,
+                                      keys, mask_cfg)
+        for name in ("input_ids", "masked_lm_positions", "masked_lm_ids",
+                     "masked_lm_weights"):
+            feats[name] = out[name]
+        return feats
 
-        ds = ds.enumerate().batch(batch_size, drop_remainder=is_training)
-        ds = ds.map(no_autograph(remask), num_parallel_calls=tf.data.AUTOTUNE,
-                    deterministic=deterministic)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return remask
