@@ -443,15 +443,28 @@ def _split_framed(framed: bytes) -> Iterator[bytes]:
         offset += length
 
 
-def _read_framed(path: str) -> Iterator[bytes]:
-    """The records `_FramedWriter` wrote to `path`, in order."""
+def _read_framed(path: str, block_bytes: int = 4 << 20) -> Iterator[bytes]:
+    """The records `_FramedWriter` wrote to `path`, in order (read in blocks:
+    two file reads per record would cost more than the records)."""
     with tf.io.gfile.GFile(path, "rb") as f:
+        pending = b""
         while True:
-            header = f.read(_LENGTH.size)
-            if not header:
+            data = f.read(block_bytes)
+            if not data:
+                if pending:
+                    raise ValueError(f"Truncated spill file {path!r}: {len(pending)} "
+                                     "trailing bytes are not a whole record.")
                 return
-            (length,) = _LENGTH.unpack(header)
-            yield f.read(length)
+            pending += data
+            offset = 0
+            while offset + _LENGTH.size <= len(pending):
+                (length,) = _LENGTH.unpack_from(pending, offset)
+                end = offset + _LENGTH.size + length
+                if end > len(pending):
+                    break
+                yield pending[offset + _LENGTH.size:end]
+                offset = end
+            pending = pending[offset:]
 
 
 class _SpillRouter:

@@ -443,6 +443,58 @@ def test_spill_router_keeps_order_with_few_open_files(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)
 
 
+@pytest.mark.parametrize("max_open", [2, 16])
+def test_framed_chunks_from_the_graph_match_per_record_writes(tmp_path, max_open):
+    # _spill_chunks frames and joins in the graph what _FramedWriter.write
+    # frames one record at a time: the spill files must be byte-identical,
+    # directly written (max_open=16) or through staging files (max_open=2).
+    import tensorflow as tf
+
+    from pipelines import create
+
+    rng = np.random.default_rng(1)
+    batches = []
+    for _ in range(4):
+        size = int(rng.integers(0, 40))
+        # Lengths across the one-byte boundary of the length header (255/256).
+        records = [bytes(rng.integers(0, 256, int(rng.choice([0, 3, 255, 256, 300]))))
+                   for _ in range(size)]
+        batches.append((records, rng.integers(0, 5, size)))
+    paths = {kind: [str(tmp_path / f"{kind}-{i}") for i in range(5)] for kind in ("a", "b")}
+    one_by_one = create._SpillRouter(paths["a"], str(tmp_path / ".sa"), max_open=max_open)
+    joined = create._SpillRouter(paths["b"], str(tmp_path / ".sb"), max_open=max_open)
+    for records, spill in batches:
+        for record, index in zip(records, spill.tolist()):
+            one_by_one.write(index, record)
+        chunks, sizes = create._spill_chunks(tf.constant(records, tf.string, shape=[len(records)]),
+                                             tf.constant(spill, tf.int64), 5)
+        assert sizes.numpy().tolist() == np.bincount(spill, minlength=5).tolist()
+        for index in np.flatnonzero(sizes.numpy()).tolist():
+            joined.write_framed(index, chunks.numpy()[index])
+    one_by_one.finish()
+    joined.finish()
+    for a, b in zip(paths["a"], paths["b"]):
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            assert fa.read() == fb.read()
+
+
+def test_read_framed_across_block_boundaries(tmp_path):
+    from pipelines import create
+
+    records = [b"", b"x" * 5, b"y" * 20, b"z"]
+    path = str(tmp_path / "spill")
+    writer = create._FramedWriter(path)
+    for record in records:
+        writer.write(record)
+    writer.close()
+    for block in (1, 3, 8, 9, 1 << 20):
+        assert list(create._read_framed(path, block_bytes=block)) == records
+    with open(path, "ab") as f:
+        f.write(b"\x05\x00")  # a partial header: a truncated file is an error
+    with pytest.raises(ValueError, match="Truncated spill file"):
+        list(create._read_framed(path, block_bytes=4))
+
+
 BOUNDED_FILES_SCRIPT = textwrap.dedent("""
     import resource, sys
     resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
