@@ -25,7 +25,9 @@ n with the unseeded global NumPy generator), and the random id comes from the
 same keyed generator instead of Python's `random`.
 
 The loop over visit ranks runs once per *batch* (a tf.while_loop over ranks
-with all rows advancing together), so its cost is per batch, not per example.
+with all rows advancing together), and each step works only on the rows that
+can still accept a span; the visit order comes from a partial sort, and only
+the few rows that need more visits are fully sorted (see `_choose_spans`).
 
 Example:
 
