@@ -22,9 +22,14 @@ Systems:
 
 A variant is ``system[:key=value]*``; keys (defaults in `Variant`): lr, warmup,
 power, wd, opt (lamb | adamw | keras_lamb), sop (SOP loss weight; 0 = MLM
-only), masking (static | dynamic), ngram (dynamic masking's longest n-gram), init (initializer stddev), precision
+only), mlm (MLM loss weight; 0 = SOP only), masking (static | dynamic),
+mask_rate (> 0: dynamic masking at this rate, albert-pretrain's
+--masking=dynamic --masked_lm_prob; up to rate x length predictions per row), ngram (the longest n-gram of dynamic
+masking and mask_rate), init (initializer stddev), bias (zeros | unigram: the
+MLM output bias starts at the log frequencies of the masked pieces), precision
 (float32 | bfloat16), steps, resume_at (stop at this step with
-num_train_steps=resume_at, then resume to `steps`), clip, b2 (beta_2), eps.
+num_train_steps=resume_at, then resume to `steps`), clip, b2 (beta_2), eps, seed
+(the training seed: model init, shuffling, masks; the data keep --seed).
 Named shortcuts: ``ours_mlm`` = ``ours:sop=0``; ``recipe`` = ours with
 flags/recipes/small_pretrain.cfg.
 
@@ -77,6 +82,7 @@ class Variant:
     wd: float = 0.01
     opt: str = "lamb"
     sop: float = 1.0
+    mlm: float = 1.0
     masking: str = "static"
     init: float = 0.02
     precision: str = "float32"
@@ -86,6 +92,9 @@ class Variant:
     b2: float = 0.999
     eps: float = 1e-6
     ngram: int = 3  # with masking=dynamic: the longest masked n-gram (1: single tokens)
+    mask_rate: float = 0.0  # > 0: dynamic n-gram masks at this rate (up to rate x length predictions per row)
+    seed: int = 0  # training seed (model init, shuffling, masks); 0: the command's --seed (which also makes the data)
+    bias: str = "zeros"  # MLM output bias at start: zeros | unigram (log frequency of masked pieces)
     spec: str = ""
 
     @classmethod
@@ -116,7 +125,7 @@ def read_recipe(path: str) -> Dict[str, Any]:
     """The optimizer settings of a flagfile as Variant fields."""
     names = {"learning_rate": ("lr", float), "num_warmup_steps": ("warmup", int), "poly_power": ("power", float),
              "weight_decay_rate": ("wd", float), "optimizer": ("opt", str), "clip_norm": ("clip", float),
-             "masking": ("masking", str)}
+             "masking": ("masking", str), "masked_lm_prob": ("mask_rate", float)}
     values = {}
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -139,16 +148,18 @@ def prepare_data(work_dir: str, seq_len: int, preds: int, vocab_size: int, dupe:
     """Corpus, vocabulary and shards under work_dir (each made once, then reused)."""
     from pipelines.package_corpus import write_package_corpus
 
-    corpus = os.path.join(work_dir, "corpus")
+    # Made from `seed`: the default seed keeps the plain folder names of earlier runs.
+    suffix = "" if seed == 12345 else f"_s{seed}"
+    corpus = os.path.join(work_dir, "corpus" + suffix)
     if not os.path.exists(os.path.join(corpus, "eval.txt")):
         info = write_package_corpus(corpus, heldout_fraction=0.1, seed=seed)
         with open(os.path.join(corpus, "summary.json"), "w") as f:
             json.dump(info, f)
-    prefix = os.path.join(work_dir, "vocab", f"spm{vocab_size}")
+    prefix = os.path.join(work_dir, "vocab" + suffix, f"spm{vocab_size}")
     if not os.path.exists(prefix + ".model"):
         _run_tool("pipelines.bin.create_vocab", [f"--input_file={corpus}/train.txt", f"--model_prefix={prefix}",
                                                  f"--vocab_size={vocab_size}", f"--random_seed={seed}"])
-    data = os.path.join(work_dir, f"data{seq_len}_{preds}_v{vocab_size}_d{dupe}")
+    data = os.path.join(work_dir, f"data{seq_len}_{preds}_v{vocab_size}_d{dupe}{suffix}")
     for split, split_dupe, shards, split_seed in (("train", dupe, 4, seed), ("eval", 2, 1, seed + 1)):
         out = os.path.join(data, split)
         if os.path.exists(os.path.join(out, "DONE")):
@@ -233,8 +244,8 @@ def _train_dataset_fn(paths, args, v: Variant, vocab_size: int):
     def dataset_fn(ctx):
         return pipelines.pretraining_dataset(
             paths["train"], ctx.get_per_replica_batch_size(args.batch_size), args.seq_len, args.preds,
-            is_training=True, masking=v.masking, seed=args.seed, input_context=ctx, vocab_size=vocab_size,
-            ngram=v.ngram)
+            is_training=True, masking="dynamic" if v.mask_rate else v.masking, seed=args.seed,
+            input_context=ctx, vocab_size=vocab_size, ngram=v.ngram, masked_lm_prob=v.mask_rate or 0.15)
 
     return dataset_fn
 
@@ -265,27 +276,64 @@ def _optimization_config(v: Variant, args, steps: int):
                              clip_norm=v.clip)
 
 
-def _weight_sop_loss(weight: float) -> None:
-    """Scales the SOP term of our training loss (screening without a library option)."""
+def _weight_losses(mlm_weight: float, sop_weight: float) -> None:
+    """Scales the MLM and SOP terms of our training loss (screening without a library option)."""
     from albert_tf.models import pretrainer
     from albert_tf.training import step
 
-    if weight == 1.0:
+    if mlm_weight == 1.0 and sop_weight == 1.0:
         return
 
     def terms(batch, outputs):
         out = dict(pretrainer.pretraining_loss_terms(batch, outputs))
-        out["sop_nll_sum"] = weight * out["sop_nll_sum"]
+        out["mlm_nll_sum"] = mlm_weight * out["mlm_nll_sum"]
+        out["sop_nll_sum"] = sop_weight * out["sop_nll_sum"]
         return out
 
     step.pretraining_loss_terms = terms
+
+
+def _masked_piece_log_frequencies(paths, args, vocab_size: int, batches: int = 100):
+    """log p(piece) of the masked labels in the first training batches (add-one smoothed)."""
+    import numpy as np
+
+    import pipelines
+
+    counts = np.ones(vocab_size)
+    for batch in pipelines.pretraining_dataset(paths["train"], 64, args.seq_len, args.preds,
+                                               is_training=False).take(batches):
+        ids = batch["masked_lm_ids"].numpy().ravel()
+        weights = batch["masked_lm_weights"].numpy().ravel()
+        counts += np.bincount(ids[weights > 0], minlength=vocab_size)[:vocab_size]
+    return np.log(counts / counts.sum()).astype("float32")
+
+
+def _init_mlm_bias(v: Variant, args, paths, vocab_size: int) -> None:
+    """`bias=unigram`: a fresh model starts with the MLM output bias at the log frequencies."""
+    from albert_tf.training import pretraining
+
+    if v.bias == "zeros":
+        return
+    if v.bias != "unigram":
+        raise ValueError(f"bias={v.bias!r}: expected zeros or unigram.")
+    log_freq = _masked_piece_log_frequencies(paths, args, vocab_size)
+    original = pretraining.restore_or_warm_start
+
+    def restore_then_init(state, *a, **kw):
+        latest = original(state, *a, **kw)
+        if latest is None:
+            state.model.mlm_head.output_bias.assign(log_freq)
+        return latest
+
+    pretraining.restore_or_warm_start = restore_then_init
 
 
 def train_ours(v: Variant, args, paths, vocab_size: int, out_dir: str, curve: list):
     from albert_tf import training
 
     steps = v.steps or args.steps
-    _weight_sop_loss(v.sop)
+    _weight_losses(v.mlm, v.sop)
+    _init_mlm_bias(v, args, paths, vocab_size)
     config = albert_config(vocab_size, args.seq_len, v.init)
     legs = [v.resume_at, steps] if v.resume_at else [steps]
     result = None
@@ -295,7 +343,9 @@ def train_ours(v: Variant, args, paths, vocab_size: int, out_dir: str, curve: li
             optimization=_optimization_config(v, args, leg_steps),
             runtime=training.RuntimeConfig(mixed_precision=v.precision, log_steps=max(1, steps // 8),
                                            save_checkpoints_steps=v.resume_at or steps, seed=args.seed),
-            data=training.PretrainingDataConfig(max_seq_length=args.seq_len, max_predictions_per_seq=args.preds),
+            data=training.PretrainingDataConfig(
+                max_seq_length=args.seq_len, max_predictions_per_seq=args.preds,
+                masking="dynamic" if v.mask_rate else v.masking, masked_lm_prob=v.mask_rate or 0.15),
             log_callback=lambda logs: curve.append(
                 {"step": int(logs["step"]), "train_mlm_acc": float(logs["mlm_accuracy"])}))
     model = result["model"]
@@ -367,6 +417,9 @@ def run_one(v: Variant, args) -> Dict[str, Any]:
     import pipelines
 
     paths = prepare_data(args.work_dir, args.seq_len, args.preds, args.vocab_size, args.dupe, args.seed)
+    data_seed = args.seed
+    if v.seed:
+        args = argparse.Namespace(**{**vars(args), "seed": v.seed})
     vocab_size = pipelines.SentencePieceVocab.from_file(paths["spm"]).vocab_size
     curve: list = []
     start = time.time()
@@ -379,7 +432,8 @@ def run_one(v: Variant, args) -> Dict[str, Any]:
         metrics = heldout_metrics(predict, paths["eval"], args.seq_len, args.preds, args.eval_batches)
     metrics["frequent_piece_acc"] = frequent_piece_accuracy(paths, args.seq_len, args.preds, args.eval_batches)
     return dict(dataclasses.asdict(v), steps=v.steps or args.steps, seq_len=args.seq_len, preds=args.preds,
-                batch=args.batch_size, seed=args.seed, vocab_size=vocab_size, train_seconds=round(train_s, 1),
+                batch=args.batch_size, seed=args.seed, data_seed=data_seed, vocab_size=vocab_size,
+                train_seconds=round(train_s, 1),
                 curve=curve, tensorflow=tf.__version__, keras=keras.__version__, **metrics)
 
 
@@ -456,8 +510,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         print("RESULT " + json.dumps(result), flush=True)
         return
     variants = [s for s in re.split(r"[;\s]+", args.variants) if s]
-    for spec in variants:
-        Variant.parse(spec)  # fail before any training
+    parsed = [Variant.parse(spec) for spec in variants]  # fail before any training
+    if any(v.system == "keras_hub" for v in parsed):
+        import importlib.util
+
+        if importlib.util.find_spec("keras_hub") is None:
+            parser.error("keras_hub variants need keras-hub: pip install -e '.[bench]' (this Python: "
+                         f"{sys.executable}).")
     prepare_data(args.work_dir, args.seq_len, args.preds, args.vocab_size, args.dupe, args.seed)
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--variants")]
     for spec in variants:

@@ -69,6 +69,10 @@ def define_pretraining_data_flags() -> None:
             ["static", "dynamic"],
             "static: the masks stored in the shards; dynamic: fresh n-gram "
             "masks drawn in the input pipeline every epoch.")
+    _define(flags.DEFINE_float, "masked_lm_prob", 0.15,
+            "With --masking=dynamic: the fraction of tokens masked; above the "
+            "shards' rate each row gets more masked positions (0.4 at length "
+            "128: 51; see flags/recipes/small_pretrain.cfg).")
     _define(flags.DEFINE_bool, "do_train", True,
             "Run training.")
     _define(flags.DEFINE_bool, "do_eval", False,

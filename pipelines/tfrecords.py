@@ -225,7 +225,9 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         type_vocab_size: the model's number of segment types: segment_ids at
             or above it stop the reader likewise.
         masked_lm_prob, ngram, favor_shorter_ngram, do_whole_word_mask:
-            dynamic masking settings.
+            dynamic masking settings. A masked_lm_prob above the records'
+            rate yields more masked positions per row than the records hold
+            (`dynamic_predictions_per_seq`): e.g. 0.4 at length 128 gives 51.
         shuffle_buffer_size: record shuffle buffer (training).
         cycle_length: files read in parallel.
         deterministic: tf.data determinism of the parallel stages (None:
@@ -251,7 +253,9 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         if vocab_size is None:
             raise ValueError("masking='dynamic' needs vocab_size (random replacement ids).")
         mask_cfg = masking_lib.MaskingConfig(
-            vocab_size=vocab_size, max_predictions_per_seq=max_predictions_per_seq,
+            vocab_size=vocab_size,
+            max_predictions_per_seq=dynamic_predictions_per_seq(
+                max_seq_length, max_predictions_per_seq, masked_lm_prob),
             masked_lm_prob=masked_lm_prob, ngram=ngram, favor_shorter_ngram=favor_shorter_ngram,
             do_whole_word_mask=do_whole_word_mask)
     num_pipelines, pipeline_id = 1, 0
@@ -279,6 +283,17 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         ds = ds.map(no_autograph(remask), num_parallel_calls=tf.data.AUTOTUNE,
                     deterministic=deterministic)
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def dynamic_predictions_per_seq(max_seq_length: int, max_predictions_per_seq: int,
+                                masked_lm_prob: float) -> int:
+    """Masked positions per row under dynamic masking: the records' count, or
+    more when `masked_lm_prob` x `max_seq_length` asks for more.
+
+    >>> dynamic_predictions_per_seq(128, 20, 0.15), dynamic_predictions_per_seq(128, 20, 0.4)
+    (20, 51)
+    """
+    return max(max_predictions_per_seq, int(round(masked_lm_prob * max_seq_length)))
 
 
 def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training: bool,

@@ -113,12 +113,22 @@ def main(argv) -> None:
                  FLAGS.strategy, strategy.num_replicas_in_sync,
                  run_config.resolved_precision())
 
+    if data.masking == "dynamic":
+        logging.info(
+            "Dynamic masking: masked_lm_prob %s, %d masked positions per row",
+            data.masked_lm_prob, data.train_predictions_per_seq())
+    elif data.masked_lm_prob != 0.15:
+        raise app.UsageError(
+            f"--masked_lm_prob={data.masked_lm_prob} needs --masking=dynamic "
+            "(static masking uses the masks stored in the shards).")
+
     def train_dataset_fn(ctx):
         return pipelines.pretraining_dataset(
             data.input_file, ctx.get_per_replica_batch_size(
                 optimization.train_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=True, masking=data.masking, seed=run_config.seed,
+            masked_lm_prob=data.masked_lm_prob,
             input_context=ctx, vocab_size=config.vocab_size,
             type_vocab_size=config.type_vocab_size)
 

@@ -160,6 +160,9 @@ class PretrainingDataConfig(_FromFlags):
             the binaries that build the dataset.
         eval_input_file: evaluation shards (default: input_file).
         masking: "static" (the shards' masks) or "dynamic".
+        masked_lm_prob: dynamic masking's fraction of masked tokens; above
+            the shards' own rate each training row gets more masked positions
+            (`pipelines.tfrecords.dynamic_predictions_per_seq`).
         eval_batch_size: global evaluation batch.
     """
 
@@ -169,4 +172,20 @@ class PretrainingDataConfig(_FromFlags):
     input_file: Optional[str] = None
     eval_input_file: Optional[str] = None
     masking: str = "static"
+    masked_lm_prob: float = 0.15
     eval_batch_size: int = 64
+
+    def train_predictions_per_seq(self) -> Optional[int]:
+        """Masked positions per training row: the shards' count, or more
+        under dynamic masking at a higher `masked_lm_prob`.
+
+        >>> PretrainingDataConfig(max_seq_length=128, max_predictions_per_seq=20,
+        ...                       masking="dynamic", masked_lm_prob=0.4).train_predictions_per_seq()
+        51
+        """
+        if self.masking != "dynamic" or not self.max_seq_length or not self.max_predictions_per_seq:
+            return self.max_predictions_per_seq
+        from pipelines.tfrecords import dynamic_predictions_per_seq
+
+        return dynamic_predictions_per_seq(self.max_seq_length, self.max_predictions_per_seq,
+                                           self.masked_lm_prob)

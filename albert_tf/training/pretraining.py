@@ -198,7 +198,7 @@ def run_pretraining(
 
     iterator = distributed_train_iterator(
         strategy, train_dataset_fn, start_step, data.max_seq_length,
-        data.max_predictions_per_seq, optimization.train_batch_size // replicas)
+        data.train_predictions_per_seq(), optimization.train_batch_size // replicas)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile)
     writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
               if chief else tf.summary.create_noop_writer())

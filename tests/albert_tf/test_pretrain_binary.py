@@ -94,6 +94,15 @@ def test_end_to_end_then_resume_with_more_steps(workdir):
     assert sorted(glob.glob(str(out / "ckpt-*.index")))[-1].endswith("ckpt-6.index")
 
 
+def test_dynamic_masking_at_a_higher_rate(workdir):
+    run = _run(_command(workdir, workdir / "dynamic", 2, "--masking=dynamic",
+                        "--masked_lm_prob=0.4"))
+    assert run.returncode == 0, run.stderr[-4000:]
+    # round(0.4 x 16) = 6 masked positions per row, above the shards' 3.
+    assert "masked_lm_prob 0.4, 6 masked positions per row" in run.stderr
+    assert "step 2/2 loss" in run.stderr
+
+
 def test_output_dir_with_another_config_is_refused(workdir):
     out = workdir / "other"
     out.mkdir()
@@ -152,6 +161,9 @@ def test_usage_errors_quote_the_bad_value(tmp_path, workdir):
         tmp_path, preset="albert_base_v2", albert_config_file=cfg)
     assert "does not exist" in _main_error(
         tmp_path, albert_config_file=str(tmp_path / "missing.json"))
+    assert "--masked_lm_prob=0.4 needs --masking=dynamic" in _main_error(
+        tmp_path, albert_config_file=cfg, masked_lm_prob=0.4,
+        input_file=str(workdir / "data" / "train-*.tfrecord"))
 
 
 def test_vocabulary_size_must_match_the_config(tmp_path, workdir):
@@ -185,7 +197,8 @@ def test_configs_are_filled_from_the_flags():
     with flagsaver.flagsaver():
         FLAGS.unparse_flags()
         FLAGS(["albert-pretrain", f"--flagfile={path}", "--seed=5",
-               "--gradient_accumulation_steps=8", "--masking=dynamic"])
+               "--gradient_accumulation_steps=8", "--masking=dynamic",
+               "--masked_lm_prob=0.4"])
         optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
         assert optimization == training.OptimizationConfig(
             train_batch_size=4096, num_train_steps=125000,
@@ -194,7 +207,7 @@ def test_configs_are_filled_from_the_flags():
         assert (run_config.seed, run_config.mixed_precision,
                 run_config.save_checkpoints_steps) == (5, "auto", 5000)
         assert (data.max_seq_length, data.max_predictions_per_seq,
-                data.masking) == (512, 20, "dynamic")
+                data.masking, data.masked_lm_prob) == (512, 20, "dynamic", 0.4)
     FLAGS.unparse_flags()
     # The library's defaults are the flags' (the original's), except the
     # precision, which the binary resolves from the hardware.
