@@ -186,7 +186,7 @@ def _priority(m: Measurement) -> int:
 
 # Fine-tuning: batches of 32 real sentences, one timed pass over a pool of
 # FINETUNE_STEPS batches after FINETUNE_WARMUP untimed ones.
-FINETUNE_BATCH, FINETUNE_STEPS, FINETUNE_WARMUP = 32, 4, 2
+FINETUNE_BATCH, FINETUNE_STEPS, FINETUNE_WARMUP = 32, 4, 1
 FINETUNE_POOL = FINETUNE_BATCH * FINETUNE_STEPS
 # ours with albert-finetune's feed (length buckets) and with plain fit on random batches.
 FINETUNE_BUCKETED = "albert-tf, albert-finetune's batches"
@@ -456,11 +456,15 @@ def finetune_section(rows: Sequence[Measurement]) -> List[str]:
              "albert-finetune feeds (examples of similar length, `ClassificationTask.train_dataset`); keras-hub: "
              "`AlbertTextClassifier` + `AlbertTextClassifierPreprocessor` (pads to 128), Keras AdamW, `fit`; "
              "Hugging Face: `AlbertForSequenceClassification`, AlbertTokenizer (padding='longest') in every "
-             "step, torch AdamW, `torch.autocast`. GFLOP/example: training matmuls at the padded lengths.", "",
-             "| system | precision | examples/s (median) | runs | padded tokens/example | real tokens/example | "
-             "train GFLOP/example | peak RSS MB |", "|---|---|---|---|---|---|---|---|"]
+             "step, torch AdamW, `torch.autocast`. GFLOP/example: training matmuls at the padded lengths. "
+             "Examples per CPU-second: the pass's examples over the CPU time of all the process's threads "
+             "(steadier than wall time when other jobs share the cores).", "",
+             "| system | precision | examples/s (median) | runs | examples per CPU-s (median) | "
+             "padded tokens/example | real tokens/example | train GFLOP/example | peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for m in rows:
         lines.append(f"| {m.system} | {m.kwargs['precision']} | {_fmt(m.median('per_s'))} | {_spread(m)} | "
+                     f"{_fmt(m.median('per_cpu_s'))} | "
                      f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | "
                      f"{_fmt(m.median('gflop_per_example'), 1)} | {_fmt(m.maximum('peak_rss_mb'), 0)} |")
     lines += [""] + _ratio_lines(rows, "fine-tuning on real text")[:-1]
@@ -472,16 +476,21 @@ def finetune_section(rows: Sequence[Measurement]) -> List[str]:
             if paired:
                 lines.append(f"- {best.system} / {peer.system} in each repetition (side by side): "
                              + ", ".join(f"{r:.2f}x" for r in paired))
+            if best.median("per_cpu_s") and peer.median("per_cpu_s"):
+                lines.append(f"- {best.system} / {peer.system} per CPU-second (medians): "
+                             f"**{best.median('per_cpu_s') / peer.median('per_cpu_s'):.2f}x**")
     by = {m.system: m for m in rows if m.median("per_s")}
     if FINETUNE_BUCKETED in by and "albert-tf fit" in by:
         a, b = by[FINETUNE_BUCKETED], by["albert-tf fit"]
         predicted = b.median("gflop_per_example") / a.median("gflop_per_example")
         paired = _paired_ratios(a, b)
+        cpu = (f"; per CPU-second {a.median('per_cpu_s') / b.median('per_cpu_s'):.2f}x"
+               if a.median("per_cpu_s") and b.median("per_cpu_s") else "")
         lines.append(f"- length buckets (albert-finetune's batches vs random batches, same model): predicted "
                      f"{predicted:.2f}x from the FLOPs at the padded lengths ({b.median('padded_tokens'):.0f} -> "
                      f"{a.median('padded_tokens'):.0f} tokens/example), measured "
                      f"**{a.median('per_s') / b.median('per_s'):.2f}x**"
-                     + (f" (per repetition: {', '.join(f'{r:.2f}x' for r in paired)})" if paired else ""))
+                     + (f" (per repetition: {', '.join(f'{r:.2f}x' for r in paired)})" if paired else "") + cpu)
     return lines + [""]
 
 

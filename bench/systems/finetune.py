@@ -83,30 +83,34 @@ def batch_costs(shape: Dict[str, int], batches: Sequence[Sequence[int]]) -> Dict
             "gflop_per_example": flops / rows / 1e9}
 
 
-def _result(examples: int, seconds: float, shape, lengths: Sequence[Sequence[int]]) -> Dict[str, float]:
-    out = {"per_s": examples / seconds, "seconds": seconds, "examples": examples}
+def _result(examples: int, seconds: float, shape, lengths: Sequence[Sequence[int]],
+            cpu_seconds: float) -> Dict[str, float]:
+    # CPU time of the pass (all threads) is steadier than wall time on a shared machine.
+    out = {"per_s": examples / seconds, "seconds": seconds, "examples": examples,
+           "cpu_s": cpu_seconds, "per_cpu_s": examples / cpu_seconds}
     out.update(batch_costs(shape, lengths))
     return out
 
 
 # ------------------------------------------------------------------- ours
-def _keras_pass_seconds(model, dataset, warmup: int, steps: int) -> float:
-    """Seconds from the start of the first timed batch to the end of the last."""
+def _keras_pass_seconds(model, dataset, warmup: int, steps: int) -> Tuple[float, float]:
+    """Wall and CPU seconds from the start of the first timed batch to the end of the last."""
     import keras
 
-    stamps: Dict[str, List[float]] = {"begin": [], "end": []}
+    stamps: Dict[str, List[Tuple[float, float]]] = {"begin": [], "end": []}
 
     class Stamp(keras.callbacks.Callback):
         def on_train_batch_begin(self, step, logs=None):
-            stamps["begin"].append(time.perf_counter())
+            stamps["begin"].append((time.perf_counter(), time.process_time()))
 
         def on_train_batch_end(self, step, logs=None):
-            stamps["end"].append(time.perf_counter())
+            stamps["end"].append((time.perf_counter(), time.process_time()))
 
     model.fit(dataset, epochs=1, steps_per_epoch=warmup + steps, verbose=0, callbacks=[Stamp()])
     if len(stamps["end"]) != warmup + steps:
         raise RuntimeError(f"fit ran {len(stamps['end'])} steps, expected {warmup + steps}.")
-    return stamps["end"][-1] - stamps["begin"][warmup]
+    (wall_end, cpu_end), (wall_begin, cpu_begin) = stamps["end"][-1], stamps["begin"][warmup]
+    return wall_end - wall_begin, cpu_end - cpu_begin
 
 
 def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
@@ -150,8 +154,8 @@ def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup:
                          for x, _ in task.train_dataset(data, batch, seed=0).take(steps).as_numpy_iterator()]
     else:
         raise ValueError(f"feed must be 'fit' or 'finetune', got {feed!r}.")
-    seconds = _keras_pass_seconds(model, dataset.prefetch(2), warmup, steps)
-    return _result(batch * steps, seconds, dims, timed_lengths)
+    seconds, cpu_seconds = _keras_pass_seconds(model, dataset.prefetch(2), warmup, steps)
+    return _result(batch * steps, seconds, dims, timed_lengths, cpu_seconds)
 
 
 # -------------------------------------------------------------- keras-hub
@@ -180,9 +184,9 @@ def kerashub(precision: str, spm_path: str, sentences_file: str, batch: int, war
         len(texts), batch, seed=0, count=steps)
     idx = np.concatenate(order)
     dataset = tf.data.Dataset.from_tensor_slices((tf.constant([texts[i] for i in idx]), labels[idx])).batch(batch)
-    seconds = _keras_pass_seconds(model, dataset, warmup, steps)
+    seconds, cpu_seconds = _keras_pass_seconds(model, dataset, warmup, steps)
     padded = [[common.TEXT_MAX_SEQ_LENGTH] * batch for _ in range(steps)]
-    result = _result(batch * steps, seconds, dims, padded)
+    result = _result(batch * steps, seconds, dims, padded, cpu_seconds)
     real = preprocessor(tf.constant(texts))["padding_mask"].numpy().sum(axis=1)
     result["real_tokens"] = float(real.mean())
     return result
@@ -227,9 +231,9 @@ def hf(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: i
     for index in random_batches(len(texts), batch, seed=1, count=warmup):
         step(index)
     timed = random_batches(len(texts), batch, seed=0, count=steps)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for index in timed:
         step(index)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     mask = tokenizer(texts, truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)["input_ids"]
-    return _result(batch * steps, seconds, dims, [[len(mask[i]) for i in b] for b in timed])
+    return _result(batch * steps, seconds, dims, [[len(mask[i]) for i in b] for b in timed], cpu_seconds)

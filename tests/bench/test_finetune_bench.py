@@ -50,11 +50,16 @@ def test_section_shows_ratios_side_by_side_and_the_predicted_gain():
             _measured(run.FINETUNE_BUCKETED, "ours", [8.0, 6.0, 9.0], padded_tokens=62.0, gflop_per_example=30.0),
             _measured("Hugging Face", "hf", [4.0, 3.0, 3.0], padded_tokens=110.0, gflop_per_example=60.0)]
     text = "\n".join(run.finetune_section(rows))
-    assert f"| {run.FINETUNE_BUCKETED} | bfloat16 | 8.00 | 8.00, 6.00, 9.00 | 62.0 |" in text
+    assert f"| {run.FINETUNE_BUCKETED} | bfloat16 | 8.00 | 8.00, 6.00, 9.00 | n/a | 62.0 |" in text
     assert "**2.67x**" in text  # median 8.0 / median 3.0
     assert "2.00x, 2.00x, 3.00x" in text  # per repetition: 8/4, 6/3, 9/3
     assert "predicted 2.00x" in text and "measured **1.60x**" in text  # 60/30; 8.0/5.0
     assert run.finetune_section([]) == []
+    for m, cpu in zip(rows, (1.0, 3.0, 2.0)):
+        for r in m.runs:
+            r["per_cpu_s"] = cpu
+    text = "\n".join(run.finetune_section(rows))
+    assert "per CPU-second (medians): **1.50x**" in text and "per CPU-second 3.00x" in text
 
 
 def test_ours_runs_both_feeds_at_a_tiny_shape(tmp_path):
@@ -74,7 +79,7 @@ def test_ours_runs_both_feeds_at_a_tiny_shape(tmp_path):
         assert not m.errors, m.errors
         results[feed] = m.runs[0]
     for r in results.values():
-        assert r["examples"] == 16 and r["per_s"] > 0 and r["real_tokens"] == pytest.approx(
+        assert r["examples"] == 16 and r["per_s"] > 0 and r["cpu_s"] > 0 and r["real_tokens"] == pytest.approx(
             results["fit"]["real_tokens"])
     # Sorted into two batches of similar length, the pass pads less than random batches.
     assert results["finetune"]["padded_tokens"] < results["fit"]["padded_tokens"]
