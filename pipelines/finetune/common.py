@@ -188,35 +188,55 @@ def json_lines(path: str, lines: Sequence[str]) -> Iterator[Tuple[int, dict]]:
 DEFAULT_BATCHES_PER_WINDOW = 50
 
 
+def pass_batch_sizes(num_examples: int, batch_size: int) -> List[int]:
+    """Sizes of the ceil(n / batch_size) batches of one pass, as equal as they can be.
+
+    No batch is larger than batch_size, and none is much smaller (a lone
+    remainder batch of one example would leave replicas of a distribution
+    strategy without rows).
+
+    Example:
+    >>> pass_batch_sizes(70, 8)
+    [8, 8, 8, 8, 8, 8, 8, 7, 7]
+    """
+    count = -(-int(num_examples) // int(batch_size))
+    quotient, remainder = divmod(int(num_examples), count)
+    return [quotient + 1] * remainder + [quotient] * (count - remainder)
+
+
 def group_by_length(order: Sequence[int], lengths: Sequence[int], batch_size: int,
-                    window: int) -> List[np.ndarray]:
+                    batches_per_window: int) -> List[np.ndarray]:
     """Cuts `order` into batches of examples of similar length.
 
-    `order` is taken `window` examples at a time; each window is sorted by
-    length (stably, so equal lengths keep their order) and cut into batches
-    of `batch_size`. Only the last batch can be smaller. Every index of
-    `order` is in exactly one batch.
+    The batch sizes are `pass_batch_sizes(len(order), batch_size)`; `order`
+    is taken `batches_per_window` batches at a time, each window sorted by
+    length (stably, so equal lengths keep their order) and cut into its
+    batches. Every index of `order` is in exactly one batch.
 
     Args:
         order: example indices, already shuffled.
         lengths: tokens of every example (indexed by example id).
-        batch_size: examples per batch.
-        window: examples sorted together (a multiple of batch_size).
+        batch_size: the largest batch.
+        batches_per_window: batches sorted together.
 
     Example:
-    >>> [b.tolist() for b in group_by_length([0, 1, 2, 3, 4, 5], [5, 1, 4, 2, 6, 3], 2, 4)]
+    >>> [b.tolist() for b in group_by_length([0, 1, 2, 3, 4, 5], [5, 1, 4, 2, 6, 3], 2, 2)]
     [[1, 3], [2, 0], [5, 4]]
     """
-    if batch_size < 1 or window < batch_size or window % batch_size:
-        raise ValueError(f"group_by_length: window {window!r} must be a positive multiple of "
-                         f"batch_size {batch_size!r}.")
+    if batch_size < 1 or batches_per_window < 1:
+        raise ValueError(f"group_by_length: batch_size {batch_size!r} and batches_per_window "
+                         f"{batches_per_window!r} must be positive.")
     order = np.asarray(order, dtype=np.int64)
     lengths = np.asarray(lengths)
-    batches = []
-    for start in range(0, len(order), window):
-        chunk = order[start:start + window]
+    sizes = pass_batch_sizes(len(order), batch_size) if len(order) else []
+    batches, start = [], 0
+    for first in range(0, len(sizes), batches_per_window):
+        window_sizes = sizes[first:first + batches_per_window]
+        chunk = order[start:start + sum(window_sizes)]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+        bounds = np.cumsum([0] + window_sizes)
+        batches.extend(chunk[a:b] for a, b in zip(bounds[:-1], bounds[1:]))
+        start += sum(window_sizes)
     return batches
 
 
@@ -231,7 +251,7 @@ def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pas
 
     Args:
         lengths: tokens of every example.
-        batch_size: examples per batch (the pass's last batch may be smaller).
+        batch_size: the largest batch (`pass_batch_sizes`: equal sizes up to one).
         seed: the run's seed.
         pass_index: which pass over the data (0, 1, ...).
         batches_per_window: batches sorted together.
@@ -247,7 +267,7 @@ def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pas
         raise ValueError(f"batches_per_window must be >= 1, got {batches_per_window!r}.")
     rng = np.random.default_rng([int(seed), int(pass_index)])
     order = rng.permutation(len(lengths))
-    batches = group_by_length(order, lengths, batch_size, batch_size * batches_per_window)
+    batches = group_by_length(order, lengths, batch_size, batches_per_window)
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
@@ -268,8 +288,8 @@ def length_bucketed_dataset(columns, lengths: Sequence[int], batch_size: int, se
         batches_per_window: batches sorted together.
 
     Returns:
-        A dataset of `columns` batches (batch dimension None: the last batch
-        of each pass holds the remainder).
+        A dataset of `columns` batches (batch dimension None: when batch_size
+        does not divide the examples, some batches hold one example less).
 
     Example:
     >>> ds = length_bucketed_dataset(tf.constant(["a b c", "a", "a b"]), [3, 1, 2], 2, seed=0)
