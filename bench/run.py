@@ -450,7 +450,8 @@ def finetune_section(rows: Sequence[Measurement]) -> List[str]:
              "training examples/s)", "",
              f"ALBERT-{shape} shape, random weights, mixed bfloat16. Each system trains on the same "
              f"{rows[0].kwargs['batch'] * rows[0].kwargs['steps']} real sentences of 5-60 words with random labels "
-             f"through its own text path: {rows[0].kwargs['warmup']} untimed batches, then one timed pass "
+             f"through its own text path: {rows[0].kwargs['warmup']} untimed "
+             f"batch{'es' if rows[0].kwargs['warmup'] != 1 else ''}, then one timed pass "
              "(examples / seconds of the pass). Ours: `AlbertClassifier` (in-graph preprocessor, pads to the "
              "batch's longest) + `albert_tf.optimizers.adamw`, `model.fit` on random batches, and on the batches "
              "albert-finetune feeds (examples of similar length, `ClassificationTask.train_dataset`); keras-hub: "
