@@ -283,3 +283,14 @@ def test_installed_script_exits_0_and_prints_one_line_errors(tmp_path, assets):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("albert-finetune: ") and "dev.csv:8" in last and "'maybe'" in last, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("extra, expected", [((), True), (("--nolength_buckets",), False)])
+def test_length_buckets_flag_reaches_the_task_options(tmp_path, assets, extra, expected):
+    finetune._define_flags()
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["albert-finetune"] + _argv("csv", str(tmp_path), str(tmp_path / "out"), assets, *extra))
+        assert finetune.options_from_flags().task_options.length_buckets is expected
+    finally:
+        FLAGS.unparse_flags()

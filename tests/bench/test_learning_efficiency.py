@@ -38,9 +38,11 @@ def test_recipe_variant_is_what_albert_pretrain_reads_from_the_recipe():
         FLAGS(["albert-pretrain", f"--flagfile={le.RECIPE}"])
         optimization, _, data = albert_flags.pretraining_configs(FLAGS)
         recipe = le.Variant.parse("recipe")
-        assert (recipe.opt, recipe.lr, recipe.warmup, recipe.power, recipe.wd, recipe.clip, recipe.masking) == (
+        assert (recipe.opt, recipe.lr, recipe.warmup, recipe.power, recipe.wd, recipe.clip, recipe.masking,
+                recipe.mask_rate) == (
             optimization.optimizer, optimization.learning_rate, optimization.num_warmup_steps,
-            optimization.poly_power, optimization.weight_decay_rate, optimization.clip_norm, data.masking)
+            optimization.poly_power, optimization.weight_decay_rate, optimization.clip_norm, data.masking,
+            data.masked_lm_prob)
         # Shape, batch, steps and data stay the user's: the recipe sets none of them.
         assert (optimization.train_batch_size, optimization.num_train_steps) == (4096, 125000)
     FLAGS.unparse_flags()
