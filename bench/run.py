@@ -345,8 +345,9 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
         f"{', '.join(cpu['flags']) or 'none'} (AMX: {'yes' if 'amx_bf16' in cpu['flags'] else 'no'}, "
         f"avx512_bf16: {'yes' if 'avx512_bf16' in cpu['flags'] else 'no'}). "
         f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end"
-        f", {header.get('load_max', header['load_end']):.2f} at most (2 cores: above 2 other jobs were running "
-        "and every figure is slowed; ratios measured under the same load remain comparable).",
+        f", {header.get('load_max', header['load_end']):.2f} at most (a load above the {cpu['cores']} cores means "
+        "other jobs were running and every figure is slowed; ratios measured under the same load remain "
+        "comparable).",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".",
         "",
@@ -532,7 +533,8 @@ def data_note(run_data: bool, python: str) -> str:
         return "No data pipeline result yet: run `python bench/bench_pretraining_data.py`."
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    rows = [l for l in text.splitlines() if "instances/s" in l or "original tool" in l]
+    rows = [l for l in text.splitlines()
+            if l.startswith("|") and ("instances/s" in l or "original tool" in l)]
     when = "measured in this run" if run_data else "cited from the last run of bench_pretraining_data.py"
     return (f"From `{DATA_RESULT}` ({when}; `--with_data` reruns it):\n\n| measure | median |\n|---|---|\n"
             + "\n".join(rows))
