@@ -206,6 +206,19 @@ def heldout_metrics(predict, eval_pattern: str, seq_len: int, preds: int, max_ba
             "eval_predictions": int(weight), "eval_examples": int(examples)}
 
 
+def masked_labels(pattern: str, seq_len: int, preds: int, batches: int):
+    """(masked_lm_ids, masked_lm_weights) of the first `batches` batches of 64, flattened."""
+    import numpy as np
+
+    import pipelines
+
+    ids, weights = [], []
+    for batch in pipelines.pretraining_dataset(pattern, 64, seq_len, preds, is_training=False).take(batches):
+        ids.append(batch["masked_lm_ids"].numpy().ravel())
+        weights.append(batch["masked_lm_weights"].numpy().ravel())
+    return np.concatenate(ids), np.concatenate(weights)
+
+
 def frequent_piece_accuracy(paths, seq_len: int, preds: int, max_batches: int, train_batches: int = 100) -> float:
     """Held-out MLM accuracy of always answering the training data's most frequent masked piece.
 
@@ -214,17 +227,8 @@ def frequent_piece_accuracy(paths, seq_len: int, preds: int, max_batches: int, t
     """
     import numpy as np
 
-    import pipelines
-
-    def labels(pattern, batches):
-        ids, weights = [], []
-        for batch in pipelines.pretraining_dataset(pattern, 64, seq_len, preds, is_training=False).take(batches):
-            ids.append(batch["masked_lm_ids"].numpy().ravel())
-            weights.append(batch["masked_lm_weights"].numpy().ravel())
-        return np.concatenate(ids), np.concatenate(weights)
-
-    train_ids, train_w = labels(paths["train"], train_batches)
-    eval_ids, eval_w = labels(paths["eval"], max_batches)
+    train_ids, train_w = masked_labels(paths["train"], seq_len, preds, train_batches)
+    eval_ids, eval_w = masked_labels(paths["eval"], seq_len, preds, max_batches)
     top = np.bincount(train_ids[train_w > 0]).argmax()
     return float((eval_w * (eval_ids == top)).sum() / eval_w.sum())
 
@@ -297,14 +301,8 @@ def _masked_piece_log_frequencies(paths, args, vocab_size: int, batches: int = 1
     """log p(piece) of the masked labels in the first training batches (add-one smoothed)."""
     import numpy as np
 
-    import pipelines
-
-    counts = np.ones(vocab_size)
-    for batch in pipelines.pretraining_dataset(paths["train"], 64, args.seq_len, args.preds,
-                                               is_training=False).take(batches):
-        ids = batch["masked_lm_ids"].numpy().ravel()
-        weights = batch["masked_lm_weights"].numpy().ravel()
-        counts += np.bincount(ids[weights > 0], minlength=vocab_size)[:vocab_size]
+    ids, weights = masked_labels(paths["train"], args.seq_len, args.preds, batches)
+    counts = 1.0 + np.bincount(ids[weights > 0], minlength=vocab_size)[:vocab_size]
     return np.log(counts / counts.sum()).astype("float32")
 
 

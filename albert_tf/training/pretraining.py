@@ -1,7 +1,7 @@
 """`run_pretraining`: the loop that ties the training pieces together.
 
-Reading order: `_check_arguments` -> `TrainState.create` ->
-`restore_or_warm_start` + `check_run_settings` -> `distributed_train_iterator`
+Reading order: `_check_arguments` -> `_prepare_state` (`TrainState.create`,
+`restore_or_warm_start`, `check_run_settings`) -> `distributed_train_iterator`
 -> `build_train_step` -> `_train_loop` (with `MetricsLogger` and `StopPolicy`)
 -> `_write_outputs` -> `final_evaluation`.
 """
@@ -91,6 +91,64 @@ def _train_loop(train_step, iterator, state: TrainState, start_step: int,
             break
 
 
+def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
+                   runtime: RuntimeConfig, data: PretrainingDataConfig,
+                   precision: str, strategy: tf.distribute.Strategy,
+                   output_dir: str, init_checkpoint: Optional[str],
+                   chief: bool):
+    """Model, optimizer and step, resumed or warm-started, with the run's
+    settings checked against the recorded ones.
+
+    Returns:
+        (state, the checkpoint resumed from or None, checkpoint folder).
+    """
+    replicas = strategy.num_replicas_in_sync
+    task_type, task_id = runtime_lib.worker_task(strategy)
+
+    tf.io.gfile.makedirs(output_dir)
+    check_or_write_config(config, output_dir, chief)
+    # Non-chief workers must take part in saving (collectives) but write to a
+    # private folder that is removed at the end.
+    ckpt_dir = output_dir if chief else os.path.join(
+        output_dir, f".worker-{task_type}-{task_id}")
+
+    keras.utils.set_random_seed(runtime.seed)
+    state = TrainState.create(config, optimization, precision, strategy,
+                              ckpt_dir, runtime.keep_checkpoint_max)
+    latest = restore_or_warm_start(state, output_dir, init_checkpoint, config)
+    check_run_settings(
+        output_dir, run_settings(optimization, replicas, data.max_seq_length,
+                                 data.max_predictions_per_seq),
+        latest, chief)
+    return state, latest, ckpt_dir
+
+
+def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
+                   ckpt_dir: str, chief: bool, spm_model_file: Optional[str],
+                   eval_dataset_fn: Optional[DatasetFn],
+                   strategy: tf.distribute.Strategy,
+                   data: PretrainingDataConfig) -> Dict[str, Any]:
+    """The trained model's folder (chief), the final evaluation, the result."""
+    result: Dict[str, Any] = {"global_step": state.step}
+    result.update({k: v for k, v in logger.last.items() if k != "step"})
+    result["checkpoint"] = tf.train.latest_checkpoint(output_dir)
+    result["model"] = state.model
+    if chief:
+        from albert_tf import checkpoints  # lazy: optional heavy imports
+
+        checkpoints.save_pretrained(state.model, output_dir,
+                                    spm_model_file=spm_model_file)
+    else:
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+
+    if eval_dataset_fn is not None:
+        results = final_evaluation(state.model, eval_dataset_fn, strategy,
+                                   data.max_eval_steps, result["global_step"],
+                                   output_dir, chief)
+        result.update({f"eval_{k}": v for k, v in results.items()})
+    return result
+
+
 def run_pretraining(
     config: AlbertConfig,
     train_dataset_fn: DatasetFn,
@@ -177,23 +235,9 @@ def run_pretraining(
     precision = _check_arguments(config, optimization, runtime, data, replicas)
     accum = optimization.gradient_accumulation_steps
     chief = runtime_lib.is_chief(strategy)
-    task_type, task_id = runtime_lib.worker_task(strategy)
-
-    tf.io.gfile.makedirs(output_dir)
-    check_or_write_config(config, output_dir, chief)
-    # Non-chief workers must take part in saving (collectives) but write to a
-    # private folder that is removed at the end.
-    ckpt_dir = output_dir if chief else os.path.join(
-        output_dir, f".worker-{task_type}-{task_id}")
-
-    keras.utils.set_random_seed(runtime.seed)
-    state = TrainState.create(config, optimization, precision, strategy,
-                              ckpt_dir, runtime.keep_checkpoint_max)
-    latest = restore_or_warm_start(state, output_dir, init_checkpoint, config)
-    check_run_settings(
-        output_dir, run_settings(optimization, replicas, data.max_seq_length,
-                                 data.max_predictions_per_seq),
-        latest, chief)
+    state, latest, ckpt_dir = _prepare_state(
+        config, optimization, runtime, data, precision, strategy, output_dir,
+        init_checkpoint, chief)
     start_step = state.step
 
     iterator = distributed_train_iterator(
@@ -218,21 +262,5 @@ def run_pretraining(
     _train_loop(train_step, iterator, state, start_step, stop, logger, latest,
                 chief, data, optimization.train_batch_size)
 
-    result: Dict[str, Any] = {"global_step": state.step}
-    result.update({k: v for k, v in logger.last.items() if k != "step"})
-    result["checkpoint"] = tf.train.latest_checkpoint(output_dir)
-    result["model"] = state.model
-    if chief:
-        from albert_tf import checkpoints  # lazy: optional heavy imports
-
-        checkpoints.save_pretrained(state.model, output_dir,
-                                    spm_model_file=spm_model_file)
-    else:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
-
-    if eval_dataset_fn is not None:
-        results = final_evaluation(state.model, eval_dataset_fn, strategy,
-                                   data.max_eval_steps, result["global_step"],
-                                   output_dir, chief)
-        result.update({f"eval_{k}": v for k, v in results.items()})
-    return result
+    return _write_outputs(state, logger, output_dir, ckpt_dir, chief,
+                          spm_model_file, eval_dataset_fn, strategy, data)
