@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -144,12 +144,66 @@ def default_jit_compile() -> bool:
     return bool(tf.config.list_physical_devices("GPU") or tf.config.list_physical_devices("TPU"))
 
 
+# Compute capability from which a GPU has bfloat16 tensor cores (Ampere,
+# sm_80); from 7.0 (Volta, Turing) it has float16 tensor cores only.
+_BFLOAT16_MIN_CAPABILITY = (8, 0)
+_FLOAT16_MIN_CAPABILITY = (7, 0)
+
+
+def gpu_compute_capabilities() -> List[Optional[Tuple[int, int]]]:
+    """(major, minor) of each visible GPU; None where TensorFlow does not say.
+
+    Example:
+
+    >>> isinstance(gpu_compute_capabilities(), list)
+    True
+    """
+    out = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        cc = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        out.append(tuple(int(x) for x in cc) if cc else None)
+    return out
+
+
+def gpu_precision(capabilities: Sequence[Optional[Tuple[int, int]]]) -> str:
+    """The "auto" precision for GPUs of these compute capabilities.
+
+    The slowest GPU decides, since every replica runs the same program:
+    bfloat16 from 8.0 (A100, RTX 30xx, L4, H100: bfloat16 tensor cores, no
+    loss scaling needed); float16 with loss scaling on 7.x (V100, T4, RTX
+    20xx: float16 tensor cores only, bfloat16 would be emulated); float32
+    below 7.0 (Pascal and older: no tensor cores, and float16 arithmetic on
+    most of them runs far below the float32 rate) and for a GPU whose
+    capability TensorFlow does not report (e.g. ROCm builds): the safe choice.
+
+    Args:
+        capabilities: one (major, minor) or None per GPU; not empty.
+
+    Example:
+
+    >>> gpu_precision([(9, 0)]), gpu_precision([(8, 0), (7, 5)]), gpu_precision([(6, 1)])
+    ('bfloat16', 'float16', 'float32')
+    """
+    if not capabilities:
+        raise ValueError("gpu_precision needs at least one GPU's capability.")
+    if any(cc is None for cc in capabilities):
+        return "float32"
+    slowest = min(capabilities)
+    if slowest >= _BFLOAT16_MIN_CAPABILITY:
+        return "bfloat16"
+    if slowest >= _FLOAT16_MIN_CAPABILITY:
+        return "float16"
+    return "float32"
+
+
 def resolve_mixed_precision(choice: str) -> str:
     """The compute precision a --mixed_precision choice means on this machine.
 
-    "auto" is bfloat16 on a GPU or on a CPU with bfloat16 arithmetic (AMX
-    or avx512_bf16 in /proc/cpuinfo) and float32 elsewhere: without them,
-    bfloat16 matmuls on a CPU are slower than float32 ones.
+    "auto" on GPUs follows their generation (`gpu_precision`: bfloat16 from
+    compute capability 8.0, float16 with loss scaling on 7.x, float32 below);
+    on a CPU it is bfloat16 with bfloat16 arithmetic (AMX or avx512_bf16 in
+    /proc/cpuinfo) and float32 elsewhere: without them, bfloat16 matmuls on
+    a CPU are slower than float32 ones.
 
     Args:
         choice: one of MIXED_PRECISION_CHOICES.
@@ -164,7 +218,7 @@ def resolve_mixed_precision(choice: str) -> str:
 
     >>> resolve_mixed_precision("float32")
     'float32'
-    >>> resolve_mixed_precision("auto") in ("float32", "bfloat16")
+    >>> resolve_mixed_precision("auto") in ("float32", "bfloat16", "float16")
     True
     """
     if choice in _DTYPE_POLICIES:
@@ -173,7 +227,10 @@ def resolve_mixed_precision(choice: str) -> str:
         raise ValueError(
             f"--mixed_precision={choice!r}; expected one of "
             f"{', '.join(MIXED_PRECISION_CHOICES)}.")
-    if tf.config.list_physical_devices("GPU") or _cpu_has_fast_bfloat16():
+    capabilities = gpu_compute_capabilities()
+    if capabilities:
+        return gpu_precision(capabilities)
+    if _cpu_has_fast_bfloat16():
         return "bfloat16"
     return "float32"
 

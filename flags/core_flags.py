@@ -128,9 +128,10 @@ def define_runtime_flags() -> None:
             "Checkpoints, summaries, config and results go here.")
     _define(flags.DEFINE_enum, "mixed_precision", "auto",
             list(MIXED_PRECISION_CHOICES),
-            "Compute dtype; variables stay float32. auto: bfloat16 on a GPU "
-            "or a CPU with AMX or AVX-512 bfloat16 units, else float32. float16 "
-            "adds dynamic loss scaling.")
+            "Compute dtype; variables stay float32. auto: on GPUs bfloat16 "
+            "from compute capability 8.0 (Ampere), float16 on 7.x (Volta, "
+            "Turing), float32 below; on a CPU bfloat16 with AMX or AVX-512 "
+            "bfloat16 units, else float32. float16 adds dynamic loss scaling.")
     _define(flags.DEFINE_bool, "jit_compile", False,
             "Compile the forward and backward pass with XLA.")
     _define(flags.DEFINE_integer, "save_checkpoints_steps", 5000,

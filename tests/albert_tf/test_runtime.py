@@ -9,18 +9,70 @@ from albert_tf import runtime, training
 import flags.core_flags as albert_flags
 
 
-@pytest.mark.parametrize("gpus,cpu_flags,want", [
-    ([], "fpu avx2 avx512f", "float32"),
-    ([], "fpu avx512f amx_bf16 amx_tile", "bfloat16"),
-    ([], "fpu avx512f avx512_bf16", "bfloat16"),  # AVX-512 bf16 dot products, no AMX
-    (["GPU:0"], "fpu", "bfloat16"),
-])
-def test_auto_precision_follows_the_hardware(monkeypatch, gpus, cpu_flags, want):
+def _fake_gpus(monkeypatch, details):
+    """list_physical_devices("GPU") -> one fake device per entry of `details`,
+    and get_device_details -> that entry (what TensorFlow reports for a GPU)."""
     real = tf.config.list_physical_devices
+    gpus = [f"GPU:{i}" for i in range(len(details))]
     monkeypatch.setattr(tf.config, "list_physical_devices",
                         lambda kind=None: gpus if kind == "GPU" else real(kind))
+    monkeypatch.setattr(tf.config.experimental, "get_device_details",
+                        lambda device: dict(details[gpus.index(device)]))
+
+
+@pytest.mark.parametrize("cpu_flags,want", [
+    ("fpu avx2 avx512f", "float32"),
+    ("fpu avx512f amx_bf16 amx_tile", "bfloat16"),
+    ("fpu avx512f avx512_bf16", "bfloat16"),  # AVX-512 bf16 dot products, no AMX
+])
+def test_auto_precision_on_a_cpu_follows_its_flags(monkeypatch, cpu_flags, want):
+    _fake_gpus(monkeypatch, [])
     monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset(cpu_flags.split()))
     assert runtime.resolve_mixed_precision("auto") == want
+
+
+# What get_device_details returns on real GPUs: {"device_name": ..., "compute_capability": (major, minor)}.
+@pytest.mark.parametrize("gpus,want", [
+    ([("NVIDIA H200", (9, 0))], "bfloat16"),
+    ([("NVIDIA A100-SXM4-80GB", (8, 0))], "bfloat16"),
+    ([("NVIDIA GeForce RTX 3090", (8, 6)), ("NVIDIA L4", (8, 9))], "bfloat16"),
+    ([("Tesla V100-SXM2-16GB", (7, 0))], "float16"),
+    ([("Tesla T4", (7, 5))], "float16"),
+    # Mixed generations: the slowest GPU decides (all replicas run one program).
+    ([("NVIDIA A100", (8, 0)), ("Tesla T4", (7, 5))], "float16"),
+    ([("Tesla P100-PCIE-16GB", (6, 0))], "float32"),
+    ([("NVIDIA GeForce GTX 1080", (6, 1))], "float32"),
+    ([("Tesla K80", (3, 7))], "float32"),
+    ([("AMD Instinct (no capability reported)", None)], "float32"),
+])
+def test_auto_precision_follows_the_gpu_generation(monkeypatch, gpus, want):
+    details = [{"device_name": name, **({"compute_capability": cc} if cc else {})}
+               for name, cc in gpus]
+    _fake_gpus(monkeypatch, details)
+    # A GPU decides, whatever the CPU can do.
+    monkeypatch.setattr(runtime, "_cpu_flags", lambda: frozenset({"amx_bf16"}))
+    assert runtime.gpu_compute_capabilities() == [cc for _, cc in gpus]
+    assert runtime.resolve_mixed_precision("auto") == want
+
+
+def test_auto_on_a_volta_or_turing_gpu_trains_with_loss_scaling(monkeypatch, tmp_path):
+    """"auto" -> float16 on 7.x: the training state gets a dynamic loss scale."""
+    from albert_tf.training.state import TrainState
+
+    _fake_gpus(monkeypatch, [{"device_name": "Tesla T4", "compute_capability": (7, 5)}])
+    precision = training.RuntimeConfig(mixed_precision="auto").resolved_precision()
+    assert precision == "float16"
+    monkeypatch.undo()  # build the state on the real (CPU) devices
+    state = TrainState.create(albert_tf.AlbertConfig.tiny(), training.OptimizationConfig(
+        train_batch_size=2, num_train_steps=1, num_warmup_steps=0), precision,
+        tf.distribute.get_strategy(), str(tmp_path), 1)
+    assert state.loss_scale is not None
+    assert state.model.dtype_policy.name == "mixed_float16"
+
+
+def test_gpu_precision_needs_a_gpu():
+    with pytest.raises(ValueError, match="at least one"):
+        runtime.gpu_precision([])
 
 
 def test_amx_is_read_from_cpuinfo(monkeypatch, tmp_path):
