@@ -4,7 +4,10 @@ The original (google-research/albert `optimization.py`, `lamb_optimizer.py`)
 differs from `keras.optimizers.Lamb` / `keras.optimizers.AdamW` in ways that
 change training:
 
-* no Adam bias correction: ``u = m / (sqrt(v) + eps)``;
+* no Adam bias correction: ``u = m / (sqrt(v) + eps)`` (``bias_correction=True``
+  gives Adam's ``m_hat / (sqrt(v_hat) + eps)`` instead, as Hugging Face's and
+  torch's AdamW, keras-hub and Model Garden do; `albert_tf.optimizers.adamw`
+  makes that its default for fine-tuning);
 * decoupled weight decay is *added to the update* (``u += wd * w``) before the
   LAMB trust ratio, so the ratio sees it;
 * variables whose name matches ``["LayerNorm", "layer_norm", "bias"]`` (regex
@@ -131,7 +134,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 
 class _AlbertAdamBase(keras.optimizers.Optimizer):
-    """Shared maths of the original AdamW and LAMB (no bias correction)."""
+    """Shared maths of the original AdamW and LAMB (bias correction optional)."""
 
     _use_layer_adaptation = False
 
@@ -147,6 +150,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         global_clipnorm: float | None = None,
         name: str | None = None,
         lr_multipliers: dict | None = None,
+        bias_correction: bool = False,
         **kwargs,
     ):
         for key in ("weight_decay", "clipnorm", "clipvalue",
@@ -162,6 +166,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         self.beta_1 = float(beta_1)
         self.beta_2 = float(beta_2)
         self.epsilon = float(epsilon)
+        self.bias_correction = bool(bias_correction)
         self.exclude_from_weight_decay = (
             list(exclude_from_weight_decay)
             if exclude_from_weight_decay is not None else None)
@@ -240,7 +245,7 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
 
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * g
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(g)
-        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        update = self._adam_direction(next_m, next_v, dtype)
         if self._decay_flags[index]:
             update += self.weight_decay_rate * w
         ratio = tf.constant(1.0, dtype)
@@ -256,9 +261,25 @@ class _AlbertAdamBase(keras.optimizers.Optimizer):
         self.assign(v, tf.where(finite, next_v, v))
         self.assign(variable, tf.where(finite, next_w, w))
 
+    def _adam_direction(self, m, v, dtype):
+        """m / (sqrt(v) + eps), or with Adam's bias correction
+        m_hat / (sqrt(v_hat) + eps), m_hat = m / (1 - b1^t), v_hat = v / (1 - b2^t).
+
+        t counts the optimizer's steps from 1 (`iterations` + 1, as Keras's
+        Adam); a step skipped for non-finite gradients still counts, so the
+        correction then lags by one step (a change of at most a factor
+        (1 - b1^t) / (1 - b1^(t-1)), negligible after the first steps)."""
+        if not self.bias_correction:
+            return m / (tf.sqrt(v) + self.epsilon)
+        t = tf.cast(self.iterations + 1, dtype)
+        m_hat = m / (1.0 - tf.pow(tf.cast(self.beta_1, dtype), t))
+        v_hat = v / (1.0 - tf.pow(tf.cast(self.beta_2, dtype), t))
+        return m_hat / (tf.sqrt(v_hat) + self.epsilon)
+
     def get_config(self) -> dict:
         config = super().get_config()
         config.update({
+            "bias_correction": self.bias_correction,
             "weight_decay_rate": self.weight_decay_rate,
             "beta_1": self.beta_1,
             "beta_2": self.beta_2,
@@ -281,6 +302,14 @@ class AdamWeightDecay(_AlbertAdamBase):
     (no bias correction); ``u += weight_decay_rate * w`` unless the variable
     path matches `exclude_from_weight_decay`; ``w -= lr * u``.
 
+    With ``bias_correction=True`` the direction is Adam's
+    ``m_hat / (sqrt(v_hat) + eps)`` with ``m_hat = m / (1 - b1^t)``,
+    ``v_hat = v / (1 - b2^t)`` (t = 1, 2, ...): the AdamW of Hugging Face /
+    torch (``w *= 1 - lr * wd`` then the Adam step, which is the same
+    ``w -= lr * (u + wd * w)``), keras-hub and Model Garden. Its first step
+    is ``lr * g / (|g| + eps)``, about ``lr`` per weight, where the original's
+    is ``lr * (1 - b1) / sqrt(1 - b2)`` ~ 3.2 ``lr``.
+
     Args:
         learning_rate: float or `keras.optimizers.schedules.LearningRateSchedule`.
         weight_decay_rate: decoupled weight decay added to the update.
@@ -293,6 +322,8 @@ class AdamWeightDecay(_AlbertAdamBase):
         name: optimizer name.
         lr_multipliers: variable path -> factor on the learning rate (see
             `layerwise_lr_multipliers`); other variables get 1.
+        bias_correction: Adam's bias correction of m and v (False: the
+            original's maths; `albert_tf.optimizers.adamw` defaults to True).
         **kwargs: other `keras.optimizers.Optimizer` arguments (not
             weight_decay / clipnorm / clipvalue / gradient_accumulation_steps).
 
@@ -303,6 +334,11 @@ class AdamWeightDecay(_AlbertAdamBase):
     >>> _ = opt.apply_gradients([(tf.constant([2.0]), w)])
     >>> round(float(w.numpy()[0]), 4)  # 1 - 0.1 * (0.2 / (0.063246+1e-6) + 0.01)
     0.6828
+    >>> opt = AdamWeightDecay(learning_rate=0.1, bias_correction=True)
+    >>> w = keras.Variable([1.0], name="kernel")
+    >>> _ = opt.apply_gradients([(tf.constant([2.0]), w)])
+    >>> round(float(w.numpy()[0]), 4)  # 1 - 0.1 * (2 / (2 + 1e-6) + 0.01)
+    0.899
     """
 
 

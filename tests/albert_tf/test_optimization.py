@@ -12,10 +12,16 @@ from albert_tf import optimization
 WD, B1, B2, EPS = 0.01, 0.9, 0.999, 1e-6
 
 
-def _np_original_step(w, g, m, v, lr, decay, adapt):
-    """One step of lamb_optimizer.LAMBOptimizer / AdamWeightDecayOptimizer."""
+def _np_original_step(w, g, m, v, lr, decay, adapt, t=None):
+    """One step of lamb_optimizer.LAMBOptimizer / AdamWeightDecayOptimizer;
+    with t (1, 2, ...), Adam's bias correction as torch.optim.AdamW does it:
+    w *= 1 - lr * wd; w -= lr * m_hat / (sqrt(v_hat) + eps)."""
     m = B1 * m + (1 - B1) * g
     v = B2 * v + (1 - B2) * g * g
+    if t is not None:
+        assert not adapt  # bias-corrected LAMB is not a reference formula here
+        w = w * (1 - lr * WD) if decay else w
+        return w - lr * (m / (1 - B1 ** t)) / (np.sqrt(v / (1 - B2 ** t)) + EPS), m, v
     u = m / (np.sqrt(v) + EPS)
     if decay:
         u = u + WD * w
@@ -54,9 +60,9 @@ def _variables():
     return variables, flags
 
 
-def _run(opt_cls, adapt, steps, lr, clip=None, grad_scale=1.0):
+def _run(opt_cls, adapt, steps, lr, clip=None, grad_scale=1.0, bias_correction=False):
     variables, flags = _variables()
-    opt = opt_cls(learning_rate=lr, global_clipnorm=clip)
+    opt = opt_cls(learning_rate=lr, global_clipnorm=clip, bias_correction=bias_correction)
     rng = np.random.default_rng(1)
     ws = [v.numpy().astype(np.float64) for v in variables]
     ms = [np.zeros_like(w) for w in ws]
@@ -73,7 +79,7 @@ def _run(opt_cls, adapt, steps, lr, clip=None, grad_scale=1.0):
         for i, flag in enumerate(flags):
             ws[i], ms[i], vs[i] = _np_original_step(
                 ws[i], grads[i], ms[i], vs[i], lr_t, decay=flag,
-                adapt=adapt and flag)
+                adapt=adapt and flag, t=step + 1 if bias_correction else None)
     return variables, ws, flags
 
 
@@ -97,6 +103,39 @@ def test_steps_with_schedule_and_clipping_match_numpy(opt_cls, adapt):
     for var, want in zip(variables, expected):
         np.testing.assert_allclose(var.numpy(), want, rtol=2e-5, atol=1e-6,
                                    err_msg=var.path)
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_adamw_steps_with_decay_exclusions_schedule_clipping_match_numpy(bias_correction):
+    # Both variants over 6 steps: warmup then decay, global clipping active,
+    # weight decay on kernels/embeddings only, a zero gradient on step 1.
+    schedule = optimization.WarmupPolynomialDecay(0.05, decay_steps=10, warmup_steps=2)
+    variables, expected, flags = _run(optimization.AdamWeightDecay, False, steps=6, lr=schedule,
+                                      clip=1.0, grad_scale=3.0, bias_correction=bias_correction)
+    assert any(flags) and not all(flags)
+    for var, want in zip(variables, expected):
+        np.testing.assert_allclose(var.numpy(), want, rtol=2e-5, atol=1e-6, err_msg=var.path)
+
+
+def test_bias_corrected_first_step_is_lr_times_sign_by_hand():
+    # Step 1 with bias correction: m_hat = g, v_hat = g^2, so the step is
+    # lr * g / (|g| + eps) ~ lr * sign(g) whatever |g|; the original's step is
+    # lr * 0.1 g / (sqrt(0.001) |g| + eps) ~ 3.16 lr * sign(g).
+    g = np.array([4.0, -0.5, 1e-3], "float32")
+    moved = {}
+    for correction in (True, False):
+        bias = keras.Variable(np.zeros(3, "float32"), name="bias")  # excluded from weight decay
+        optimization.AdamWeightDecay(learning_rate=0.01, bias_correction=correction).apply_gradients(
+            [(tf.constant(g), bias)])
+        moved[correction] = bias.numpy()
+    np.testing.assert_allclose(moved[True], [-0.01 * 4 / (4 + 1e-6), 0.01 * 0.5 / (0.5 + 1e-6),
+                                             -0.01 * 1e-3 / (1e-3 + 1e-6)], rtol=1e-5)
+    np.testing.assert_allclose(moved[False], [-0.0316225, 0.0316208, -0.0306534], rtol=1e-5)
+    # Weight decay with correction: w -= lr * (g / (|g| + eps) + wd * w).
+    kernel = keras.Variable(np.full(3, 2.0, "float32"), name="kernel")
+    optimization.AdamWeightDecay(learning_rate=0.01, bias_correction=True).apply_gradients(
+        [(tf.constant(g), kernel)])
+    np.testing.assert_allclose(kernel.numpy(), 2.0 - 0.01 * (g / (np.abs(g) + 1e-6) + 0.01 * 2.0), rtol=1e-6)
 
 
 def test_lamb_first_step_is_not_keras_lamb():
@@ -191,6 +230,9 @@ def test_config_round_trip_and_bad_values():
         1e-3, 10, 2))
     clone = optimization.Lamb.from_config(opt.get_config())
     assert clone.get_config() == opt.get_config()
+    corrected = optimization.AdamWeightDecay(1e-3, bias_correction=True)
+    assert optimization.AdamWeightDecay.from_config(corrected.get_config()).bias_correction is True
+    assert opt.bias_correction is False  # create_optimizer keeps the original's maths for pretraining
     assert clone.global_clipnorm == 1.0 and clone.epsilon == 1e-6
     with pytest.raises(ValueError, match="'sgd'"):
         optimization.create_optimizer("sgd", 1e-3)

@@ -55,32 +55,44 @@ def test_layerwise_depths_for_every_sharing_mode(sharing, groups, layers, want):
             assert depth == expected[layer], (part, layer)
 
 
-def test_adamw_step_with_layerwise_decay_against_numpy():
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_adamw_steps_with_layerwise_decay_against_numpy(bias_correction):
+    # Two steps on the classifier's real variables: layer-wise factors, global
+    # clip, weight decay except LayerNorm/bias, with and without bias correction.
     clf = albert_tf.AlbertClassifier(tiny_config(), 2)
     lr, decay = 0.1, 0.5
-    opt = optimizers.adamw(lr, layerwise_lr_decay=decay, model=clf)
+    kwargs = {} if bias_correction else {"bias_correction": False}  # True is the default
+    opt = optimizers.adamw(lr, layerwise_lr_decay=decay, model=clf, **kwargs)
     variables = clf.trainable_variables
     rng = np.random.default_rng(0)
-    grads = [rng.normal(size=v.shape).astype(np.float32) for v in variables]
-    before = [v.numpy().copy() for v in variables]
-    opt.apply_gradients(zip(grads, variables))
-    norm = math.sqrt(sum(float((g * g).sum()) for g in grads))
-    scale = 1.0 / max(norm, 1.0)  # global clip 1.0
+    want = [v.numpy().astype(np.float64) for v in variables]
+    ms = [np.zeros_like(w) for w in want]
+    vs = [np.zeros_like(w) for w in want]
     depths, top = optimizers.layerwise_depths(clf)
-    for var, g, w in zip(variables, grads, before):
-        g = g * scale
-        m, v = 0.1 * g, 0.001 * g * g
-        update = m / (np.sqrt(v) + 1e-6)
-        if not re.search("LayerNorm|layer_norm|bias", var.path):
-            update = update + 0.01 * w
-        want = w - lr * decay ** (top - depths[var.path]) * update
-        np.testing.assert_allclose(var.numpy(), want, rtol=1e-5, atol=1e-7, err_msg=var.path)
+    for t in (1, 2):
+        grads = [rng.normal(size=v.shape).astype(np.float32) for v in variables]
+        opt.apply_gradients(zip(grads, variables))
+        norm = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads))
+        scale = 1.0 / max(norm, 1.0)  # global clip 1.0
+        for i, (var, g) in enumerate(zip(variables, grads)):
+            g = g * scale
+            ms[i] = 0.9 * ms[i] + 0.1 * g
+            vs[i] = 0.999 * vs[i] + 0.001 * g * g
+            m, v = (ms[i] / (1 - 0.9 ** t), vs[i] / (1 - 0.999 ** t)) if bias_correction else (ms[i], vs[i])
+            update = m / (np.sqrt(v) + 1e-6)
+            if not re.search("LayerNorm|layer_norm|bias", var.path):
+                update = update + 0.01 * want[i]
+            want[i] = want[i] - lr * decay ** (top - depths[var.path]) * update
+    for var, w in zip(variables, want):
+        np.testing.assert_allclose(var.numpy(), w, rtol=1e-5, atol=1e-6, err_msg=var.path)
     assert {round(x, 6) for x in opt.lr_multipliers.values()} == {0.25, 0.5, 1.0}
 
 
 def test_adamw_arguments():
     opt = optimizers.adamw(1e-3, num_train_steps=10)
     assert (opt.weight_decay_rate, opt.global_clipnorm, opt.epsilon) == (0.01, 1.0, 1e-6)
+    assert opt.bias_correction is True  # the default since issue 15
+    assert optimizers.adamw(1e-3, bias_correction=False).bias_correction is False
     assert opt.lr_multipliers is None
     with pytest.raises(ValueError, match="needs model="):
         optimizers.adamw(1e-3, layerwise_lr_decay=0.8)
