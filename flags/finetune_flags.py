@@ -84,6 +84,10 @@ def define_finetune_run_flags() -> None:
             "of L gets lr * decay**(L - l); the head gets lr. Off by default.")
     _define(flags.DEFINE_float, "weight_decay_rate", 0.01,
             "Decoupled weight decay (not on LayerNorm or biases).")
+    _define(flags.DEFINE_enum, "optimizer", "adamw", ["adamw", "adamw_original"],
+            "adamw: AdamW with Adam's bias correction (as Hugging Face, "
+            "keras-hub, Model Garden); adamw_original: the original ALBERT's "
+            "AdamW (no bias correction: first steps ~3x the rate).")
     _define(flags.DEFINE_bool, "do_train", False,
             "Fine-tune on the training split.")
     _define(flags.DEFINE_bool, "do_eval", False,

@@ -54,8 +54,8 @@ def options_from_flags(flag_values=FLAGS):
         train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
         learning_rate=f.learning_rate, num_train_epochs=f.num_train_epochs,
         warmup_proportion=f.warmup_proportion, weight_decay_rate=f.weight_decay_rate,
-        layerwise_lr_decay=f.layerwise_lr_decay, steps_per_epoch=f.steps_per_epoch, strategy=f.strategy,
-        tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
+        layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, steps_per_epoch=f.steps_per_epoch,
+        strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps)
 
 

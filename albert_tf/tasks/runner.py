@@ -33,6 +33,7 @@ from albert_tf.tasks.base import FinetuneTask, TaskOptions
 
 RUN_STATE_FILE = "finetune_run.json"
 EVAL_RESULTS_FILE = "eval_results.txt"
+OPTIMIZERS = ("adamw", "adamw_original")  # --optimizer: bias-corrected AdamW, the original's AdamW
 
 
 @dataclasses.dataclass
@@ -50,6 +51,8 @@ class FinetuneOptions:
         train_batch_size / eval_batch_size: global batch sizes.
         learning_rate / num_train_epochs / warmup_proportion / weight_decay_rate:
             AdamW and its linear warmup + linear decay schedule.
+        optimizer: "adamw" (bias-corrected, as Hugging Face) or
+            "adamw_original" (the original ALBERT's AdamW, no bias correction).
         layerwise_lr_decay: per-layer learning-rate factor from the top, or None.
         steps_per_epoch: steps per Keras epoch (checkpoint/dev interval);
             None = one pass over the training data.
@@ -74,6 +77,7 @@ class FinetuneOptions:
     warmup_proportion: float = 0.1
     weight_decay_rate: float = 0.01
     layerwise_lr_decay: Optional[float] = None
+    optimizer: str = "adamw"
     steps_per_epoch: Optional[int] = None
     strategy: str = "default"
     tpu: Optional[str] = None
@@ -110,6 +114,8 @@ class FinetuneOptions:
             raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs!r}.")
         if not 0.0 <= self.warmup_proportion < 1.0:
             raise ValueError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
             raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
@@ -169,10 +175,12 @@ def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, 
 
 
 def _make_optimizer(options: FinetuneOptions, schedule: Dict[str, int], model):
-    """The original's AdamW (no bias correction, its exclusions, linear warmup then linear decay)."""
+    """AdamW (bias-corrected, or the original's for adamw_original) with the original's exclusions,
+    linear warmup then linear decay."""
     from albert_tf import optimizers
 
     return optimizers.adamw(options.learning_rate, num_train_steps=schedule["total_steps"],
+                            bias_correction=options.optimizer != "adamw_original",
                             num_warmup_steps=schedule["warmup_steps"],
                             weight_decay_rate=options.weight_decay_rate,
                             layerwise_lr_decay=options.layerwise_lr_decay,
@@ -209,6 +217,7 @@ def _check_run_state(options: FinetuneOptions, task: FinetuneTask, schedule: Dic
     state = {"task": task.name, "init_checkpoint": options.init_checkpoint,
              "albert_config_file": options.albert_config_file, "train_batch_size": options.train_batch_size,
              "learning_rate": options.learning_rate, "max_seq_length": options.task_options.max_seq_length,
+             "optimizer": options.optimizer,
              **schedule}
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
     if os.path.exists(path):
