@@ -2,6 +2,12 @@
 of `fit` under MirroredStrategy over 2 logical CPUs and under the default
 strategy, from the same weights on the same global batch.
 
+The step is plain SGD, so the weight change is linear in the gradient and the
+difference between the two runs is the gradient's float32 reduction-order
+error times the learning rate. (An Adam step is not: near g = 0 its update has
+slope lr / epsilon, so it magnifies round-off by orders of magnitude and the
+bound would depend on the machine's kernels.)
+
 usage: python tests/albert_tf/task_worker.py OUT_JSON TASK...
 TASK: "classifier"; "tagging" (whose two replicas hold different numbers of
 labelled tokens, so a mean of per-replica means would differ); "span_v2"
@@ -63,14 +69,14 @@ _SPM = {}
 
 
 def one_step(task, strategy, initial):
-    import albert_tf
+    import keras
 
     with strategy.scope():
         model = _make(task)
         if initial is not None:
             model.set_weights(initial)
         metrics = None if task == "span_v2" else ["accuracy"]
-        model.compile(optimizer=albert_tf.optimizers.adamw(1e-2), metrics=metrics)
+        model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), metrics=metrics)
     x, y = _batch(task)
     history = model.fit(tf.data.Dataset.from_tensors((x, y)), epochs=1, verbose=0)
     return model, history.history
@@ -91,8 +97,9 @@ def compare(task, mirrored):
     model_b, hist_b = one_step(task, tf.distribute.get_strategy(), initial)
     diffs = [float(np.max(np.abs(a - b))) for a, b in zip(model_a.get_weights(), model_b.get_weights())]
     moved = [float(np.max(np.abs(a - b))) for a, b in zip(model_b.get_weights(), initial)]
+    largest = max(float(np.max(np.abs(w))) for w in model_b.get_weights())
     return {"replicas": mirrored.num_replicas_in_sync, "max_weight_diff": max(diffs),
-            "max_weight_change": max(moved), "loss_mirrored": hist_a["loss"][0],
+            "max_weight_change": max(moved), "max_abs_weight": largest, "loss_mirrored": hist_a["loss"][0],
             "loss_default": hist_b["loss"][0], "accuracy_mirrored": hist_a.get("accuracy", [0.0])[0],
             "accuracy_default": hist_b.get("accuracy", [0.0])[0]}
 

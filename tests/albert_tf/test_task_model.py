@@ -70,6 +70,30 @@ def test_from_pretrained_loads_the_encoder_and_finds_spm(tmp_path, spm_model):
     assert task_model.find_spm_model(folder) == os.path.join(folder, "spm.model")
 
 
+# float32 unit round-off.
+_U32 = 2.0 ** -24
+# Summands behind one gradient entry, rounded up: 4 rows x 8 positions of the
+# batch, times the widest inner product of the tiny config (intermediate 32),
+# times its 2 layers sharing one set of weights: 4 * 8 * 32 * 2 = 2048.
+_SUMMANDS = 2048
+
+
+def _reduction_order_bound(result) -> float:
+    """Largest weight difference that summation order alone can explain.
+
+    Two orders of the same float32 sum of n terms differ by at most
+    gamma_n = n*u / (1 - n*u) relative to the sum of magnitudes; with SGD the
+    weight step is lr * gradient, so the steps differ by at most gamma_n times
+    the largest step. Storing w + step rounds once more in each run: u * |w|.
+    With n = 2048 the step term is 1.2e-4 of the step. A mean of per-replica
+    means instead of the global mean changes the step by tens of percent (the
+    tagging case weights a token by 1/4 on one replica, 1/16 on the other,
+    1/10 in the global mean), far above this bound.
+    """
+    gamma = _SUMMANDS * _U32 / (1.0 - _SUMMANDS * _U32)
+    return gamma * result["max_weight_change"] + _U32 * result["max_abs_weight"]
+
+
 def test_fit_under_mirrored_strategy_equals_the_default_strategy(tmp_path):
     """One step of fit on 2 logical CPUs == one step on one device, same batch.
 
@@ -87,8 +111,8 @@ def test_fit_under_mirrored_strategy_equals_the_default_strategy(tmp_path):
     assert sorted(results) == ["classifier_text", "span_v2", "tagging"]
     for name, r in results.items():
         assert r["replicas"] == 2, name
-        assert r["max_weight_change"] > 1e-3, name  # the step did move the weights
-        assert r["max_weight_diff"] < 1e-5, (name, r)
+        assert r["max_weight_change"] > 1e-4, name  # the step did move the weights
+        assert r["max_weight_diff"] <= _reduction_order_bound(r), (name, r)
         assert r["loss_mirrored"] == pytest.approx(r["loss_default"], rel=1e-5), (name, r)
         assert r["accuracy_mirrored"] == pytest.approx(r["accuracy_default"]), (name, r)
 
