@@ -1,0 +1,86 @@
+"""SavedModels for TF Serving: raw text in, predictions out, for every head.
+
+`export_saved_model(model, export_dir)` writes `export_dir/N/` (TF Serving's
+version layout) with these signatures:
+
+- `serving_default`: raw UTF-8 strings in. Lower-casing, normalisation,
+  SentencePiece and packing run inside the graph (the `AlbertTextPreprocessor`
+  that fine-tuning uses). Inputs: `text` (tf.string [batch]); span_qa takes
+  `text` (question) and `text_pair` (context); multiple_choice takes `text`
+  (context) and `choices` (tf.string [batch, num_choices]).
+- `serve_text_pair` (encoder, classifier, tagging): `text` and `text_pair`,
+  packed `[CLS] text [SEP] text_pair [SEP]`. This is how the pair is optional:
+  single texts go to `serving_default`, pairs to `serve_text_pair`. (TF
+  Serving feeds every input a signature names, so one signature cannot leave
+  an input out.)
+- `serve_token_ids`: the same outputs from `input_ids`, `input_mask`,
+  `segment_ids` (int32 [batch, seq]; multiple_choice [batch, choices, seq]),
+  for clients that tokenize themselves.
+
+A model server must have the tensorflow-text ops to load a graph that holds
+the SentencePiece op, even to call `serve_token_ids`. For a stock TF Serving,
+export with `text_signatures=False`: only `serve_token_ids` (also as
+`serving_default`), no tensorflow-text op in the graph.
+
+Outputs by head (float outputs are float32 even for mixed-precision models):
+
+- encoder: `pooled_output` [B, H], `sequence_output` [B, T, H], `input_mask`
+  [B, T] (T = longest packed text in the request, at most max_seq_length).
+- pretrainer (fill-mask; write `[MASK]` in the text): `masked_positions`
+  [B, M] (position in the packed sequence, -1 = padding when rows have fewer
+  masks than the row with most), `top_k_pieces` (tf.string), `top_k_ids` and
+  `top_k_scores` (softmax probabilities) [B, M, k].
+- classifier: `probabilities` [B, C], `label` (tf.string [B], the label
+  name), `logits` [B, C]; regression (one output): `value` [B], `logits` [B, 1].
+- span_qa: `answer` (tf.string [B], the normalised answer text), `start` and
+  `end` (int32 [B]: first and last answer piece, counted in the context's
+  pieces; -1 when there is no context), `score` (start + end logit; SQuAD v2
+  heads: start + end log-probability over their beam), and for SQuAD v2
+  models `no_answer_probability` (sigmoid of the answerability logit).
+- multiple_choice: `probabilities` [B, N], `logits` [B, N], `choice` int32 [B].
+- tagging: `tags` (tf.string [B, T]; "" on padding), `pieces` (tf.string
+  [B, T], the SentencePiece pieces including [CLS]/[SEP]; "" on padding),
+  `tag_ids` int32 [B, T] (-1 on padding), `input_mask` [B, T].
+
+The folder also holds assets/spm.model, assets/albert_config.json and, for
+task models, assets/task_config.json plus assets/label_names.txt (classifier)
+or assets/tag_names.txt (tagging), so it can be copied to a server as it is.
+Loading needs only `import tensorflow, tensorflow_text` (for the
+SentencePiece op), never this package.
+
+The package, one file per concern: `saved_model` (export_saved_model: the
+preprocessor, tracing, saving), `heads` (head names, which head a model is,
+the builders), `base` (the exported tf.Module and shared helpers), one file
+per head family (`encoder`: encoder and fill-mask, `classifier`: classifier
+and tagging, `span_qa`: span decoding, `multiple_choice`), `pieces` (piece
+tables, SentencePiece-free decoding), `versions`, `assets` and `rest` (TF
+Serving's REST row format).
+
+`rest_predict(path, {"instances": [...]})` answers a TF Serving REST body
+with the SavedModel loaded in this process, to check an export without a
+model server.
+
+Example:
+
+>>> import albert_tf
+>>> enc = albert_tf.load_checkpoint("runs/base").encoder              # doctest: +SKIP
+>>> albert_tf.export_saved_model(enc, "exports/albert",                # doctest: +SKIP
+...                              spm_model_file="runs/base/spm.model")
+'exports/albert/1'
+>>> rest_predict("exports/albert/1", {"instances": [{"text": "Hello."}]})  # doctest: +SKIP
+{'predictions': [{'pooled_output': [...], 'sequence_output': [...], 'input_mask': [1, 1, 1, 1]}]}
+"""
+
+import tensorflow as tf  # noqa: F401  (albert_tf.export.tf, as before the split)
+
+from albert_tf.export.assets import CONFIG_ASSET, LABELS_ASSET, SPM_ASSET, TAGS_ASSET, TASK_CONFIG_ASSET
+from albert_tf.export.base import ID_INPUTS
+from albert_tf.export.heads import HEADS, head_of
+from albert_tf.export.pieces import SPIECE_UNDERLINE, decode_pieces, decoding_table
+from albert_tf.export.rest import rest_inputs, rest_predict
+from albert_tf.export.saved_model import DEFAULT_MAX_SEQ_LENGTH, export_saved_model
+from albert_tf.export.span_qa import best_beam_spans, best_spans
+from albert_tf.export.versions import next_version
+
+__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_saved_model", "head_of",
+           "next_version", "rest_inputs", "rest_predict"]

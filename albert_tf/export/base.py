@@ -1,0 +1,143 @@
+"""The exported tf.Module every head builds on, and the helpers the heads share."""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Dict, List, Mapping
+
+import tensorflow as tf
+
+ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
+
+
+def _piece_table(preprocessor) -> List[str]:
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor()
+    sp.LoadFromSerializedProto(preprocessor.spm_model_proto)
+    return [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
+
+
+def _task_config(model) -> Dict[str, Any]:
+    return dict(getattr(model, "task_config", None) or {})
+
+
+def _names(model, given, attr: str, key: str, count: int, what: str) -> List[str]:
+    names = given if given is not None else getattr(model, attr, None) or _task_config(model).get(key)
+    if not names:
+        return [str(i) for i in range(count)]
+    names = [str(n) for n in names]
+    if len(names) != count:
+        raise ValueError(f"{len(names)} {what} names {names!r} for a model with {count} outputs.")
+    if any("\n" in n for n in names):
+        raise ValueError(f"{what} names must not contain newlines: {names!r}.")
+    return names
+
+
+def _spec(shape, dtype, name):
+    return tf.TensorSpec(shape, dtype, name=name)
+
+
+def _f32(x):
+    return tf.cast(x, tf.float32)
+
+
+class _Serving(tf.Module):
+    """The exported object: model + preprocessor + the serving functions.
+
+    Subclasses implement `outputs(ids)` (ids dict -> output dict) and may
+    override `text_ids(...)`/the text signatures.
+    """
+
+    ids_rank = 2
+
+    def __init__(self, model, preprocessor, head: str):
+        super().__init__(name=f"albert_{head}_serving")
+        # Not tracked: only what the graphs capture is saved (see signatures()),
+        # so an ids-only export holds no SentencePiece op at all.
+        self._refs = types.SimpleNamespace(model=model, preprocessor=preprocessor)
+        self.head = head
+        self.text_signatures = True
+
+    @property
+    def model(self):
+        return self._refs.model
+
+    @property
+    def preprocessor(self):
+        return self._refs.preprocessor
+
+    def outputs(self, ids: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def names_asset(self):
+        """("label" or "tag", tf.string names) to write as an asset, or None."""
+        return None
+
+    def _id_specs(self):
+        shape = [None] * self.ids_rank
+        return [_spec(shape, tf.int32, name) for name in ID_INPUTS]
+
+    def text_functions(self) -> Dict[str, Callable]:
+        """Signature name -> tf.function over string inputs."""
+
+        @tf.function(input_signature=[_spec([None], tf.string, "text")])
+        def serve_text(text):
+            return self.outputs(self.text_ids(text))
+
+        @tf.function(input_signature=[_spec([None], tf.string, "text"), _spec([None], tf.string, "text_pair")])
+        def serve_text_pair(text, text_pair):
+            return self.outputs(self.text_ids(text, text_pair))
+
+        return {"serving_default": serve_text, "serve_text_pair": serve_text_pair}
+
+    def text_ids(self, text, text_pair=None) -> Dict[str, tf.Tensor]:
+        """Strings -> id tensors, packed as the model packs them in training."""
+        if hasattr(self.model, "features"):  # task models own their packing
+            return self.model.features({"text": text} if text_pair is None else
+                                       {"text": text, "text_pair": text_pair})
+        return self.preprocessor(text, text_pair)
+
+    def signatures(self) -> Dict[str, Any]:
+        """Signature name -> concrete function (traced here, once per call).
+
+        With `text_signatures` False only `serve_token_ids` exists (also as
+        `serving_default`) and the graph holds no tensorflow-text op, so a
+        stock TF Serving loads it.
+        """
+
+        @tf.function(input_signature=self._id_specs())
+        def serve_token_ids(input_ids, input_mask, segment_ids):
+            return self.outputs({"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
+
+        if self.text_signatures:
+            # The SentencePiece resources the text graphs use must be saved with them.
+            self.text_preprocessor = self.preprocessor
+            functions = dict(self.text_functions())
+        else:
+            functions = {"serving_default": serve_token_ids}
+        functions["serve_token_ids"] = serve_token_ids
+        concrete = {name: fn.get_concrete_function() for name, fn in functions.items()}
+        # Track the tf.Variables the graphs capture (not only the Keras
+        # wrappers): the TF1-style loader of TF Serving and saved_model_cli
+        # restores exactly these, else "Could not find variable ...".
+        captured = {}
+        for fn in concrete.values():
+            for var in fn.variables:
+                captured.setdefault(id(var), var)
+        self._captured_variables = list(captured.values())
+        return concrete
+
+    def _call_model(self, ids):
+        return self.model({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS}, training=False)
+
+
+def _max_len(preprocessor) -> int:
+    return int(preprocessor.get_config()["max_seq_length"])
+
+
+def _num_outputs(model, key: str, attr: str) -> int:
+    value = getattr(model, attr, None) or _task_config(model).get(key)
+    if not value:
+        raise ValueError(f"Cannot tell {key} of the {type(model).__name__} (no .{attr} or task_config[{key!r}]).")
+    return int(value)

@@ -1,0 +1,170 @@
+"""`export_saved_model`: choose the head and preprocessor, trace the signatures, save, write assets."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Any, Optional, Sequence
+
+import tensorflow as tf
+
+from albert_tf.export.assets import _write_assets
+from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
+from albert_tf.export.versions import _choose_version
+
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+def export_saved_model(
+    model: Any,
+    export_dir: str,
+    *,
+    head: Optional[str] = None,
+    version: Optional[int] = None,
+    max_seq_length: Optional[int] = None,
+    spm_model_file: Optional[str] = None,
+    do_lower_case: Optional[bool] = None,
+    label_names: Optional[Sequence[str]] = None,
+    top_k: int = 5,
+    max_answer_length: int = 30,
+    text_signatures: bool = True,
+) -> str:
+    """Writes `model` as a TF Serving SavedModel with raw-text signatures.
+
+    Args:
+        model: an `AlbertEncoder`, `AlbertPretrainer` (fill-mask) or a task
+            model (`AlbertClassifier`, `AlbertSpanQA`, `AlbertMultipleChoice`,
+            `AlbertTokenClassifier`).
+        export_dir: the model's folder (TF Serving's model base path); the
+            SavedModel goes to export_dir/<version>/.
+        head: one of HEADS; default: inferred from the model's class.
+        version: the version number; default: one more than the largest
+            existing numeric subfolder (1 when none). An existing version is
+            never overwritten (FileExistsError).
+        max_seq_length: longest packed sequence (longer text is truncated as
+            in training); default: the task model's preprocessor's, else 128
+            (or max_position_embeddings when that is smaller).
+        spm_model_file: the SentencePiece model; required for encoder and
+            pretrainer, optional for task models (they carry their own).
+        do_lower_case: default: the task model's preprocessor's, else True.
+        label_names: classifier label names or tagging tag names (default:
+            the model's `label_names`/`tag_names`, else "0", "1", ...).
+        top_k: fill-mask candidates per [MASK] (pretrainer).
+        max_answer_length: longest answer in pieces (span_qa).
+        text_signatures: False writes only `serve_token_ids` (also as
+            `serving_default`), with no tensorflow-text op in the graph: for
+            a stock TF Serving, which cannot load a graph that holds the
+            SentencePiece op even when only the ids signature is called.
+
+    Returns:
+        The version folder written (export_dir/N).
+
+    Raises:
+        ValueError: unknown head, a model that does not match the head, a
+            missing SentencePiece model, bad label names or version.
+        FileExistsError: export_dir/version exists already.
+
+    Example:
+    >>> pre = albert_tf.load_checkpoint("runs/base")                      # doctest: +SKIP
+    >>> export_saved_model(pre, "exports/fill_mask", spm_model_file="runs/base/spm.model")  # doctest: +SKIP
+    'exports/fill_mask/1'
+    >>> export_saved_model(albert_tf.load_task_model("runs/sst2"), "exports/sst2")  # doctest: +SKIP
+    'exports/sst2/1'
+    """
+    head = _resolve_head(model, head)
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}.")
+    model, preprocessor = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case)
+    serving = _HEAD_BUILDERS[head](model, preprocessor, label_names=label_names, top_k=top_k,
+                                   max_answer_length=max_answer_length)
+    serving.text_signatures = bool(text_signatures)
+    version = _choose_version(export_dir, version)
+    final_dir = os.path.join(export_dir, str(version))
+    # TF Serving only loads numeric folder names: the temporary one is ignored.
+    tmp_dir = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    tf.io.gfile.makedirs(export_dir)
+    if tf.io.gfile.exists(tmp_dir):
+        tf.io.gfile.rmtree(tmp_dir)
+    try:
+        with _quiet_tensorflow_logger():
+            tf.saved_model.save(serving, tmp_dir, signatures=serving.signatures())
+        _write_assets(tmp_dir, model, preprocessor, serving)
+        if tf.io.gfile.exists(final_dir):
+            raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
+        tf.io.gfile.rename(tmp_dir, final_dir, overwrite=False)
+    finally:
+        if tf.io.gfile.exists(tmp_dir):
+            tf.io.gfile.rmtree(tmp_dir)
+    return final_dir
+
+
+@contextlib.contextmanager
+def _quiet_tensorflow_logger():
+    """Hides tf.saved_model.save's INFO lines (input renaming, sharding, the
+    temporary folder's name); warnings still show."""
+    from absl import logging as absl_logging
+
+    logger = tf.get_logger()
+    level, verbosity = logger.level, absl_logging.get_verbosity()
+    if logger.getEffectiveLevel() < logging.WARNING:
+        logger.setLevel(logging.WARNING)
+    absl_logging.set_verbosity(min(verbosity, absl_logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        absl_logging.set_verbosity(verbosity)
+
+
+def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case):
+    """(model, preprocessor): the model's own preprocessor, or a new one.
+
+    A task model packs text itself (span QA and multiple choice truncate in
+    their own way), so when its preprocessor must change (another
+    max_seq_length, lower-casing or SentencePiece model, or none yet) the
+    export uses a copy of the model built with the new one; the caller's
+    model is left as it is.
+    """
+    from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+
+    own = getattr(model, "preprocessor", None)
+    settings = own.get_config() if own is not None else {}
+    limit = model.config.max_position_embeddings
+    max_len = max_seq_length or settings.get("max_seq_length") or min(DEFAULT_MAX_SEQ_LENGTH, limit)
+    lower = settings.get("do_lower_case", True) if do_lower_case is None else bool(do_lower_case)
+    if max_len > limit:
+        raise ValueError(f"max_seq_length={max_len} exceeds the model's max_position_embeddings={limit}.")
+    if spm_model_file is None and own is not None:
+        if max_len == settings.get("max_seq_length") and lower == settings.get("do_lower_case"):
+            return model, own
+        pre = AlbertTextPreprocessor(spm_model_proto=own.spm_model_proto, max_seq_length=max_len,
+                                     do_lower_case=lower)
+    elif spm_model_file is None:
+        raise ValueError(
+            f"A {type(model).__name__} has no tokenizer: pass spm_model_file (the SentencePiece model "
+            "it was trained with)."
+        )
+    else:
+        if not tf.io.gfile.exists(spm_model_file):
+            raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file!r}")
+        pre = AlbertTextPreprocessor(spm_model_file, max_seq_length=max_len, do_lower_case=lower)
+        if pre.vocab_size != model.config.vocab_size:
+            raise ValueError(
+                f"SentencePiece model {spm_model_file!r} has {pre.vocab_size} pieces but the model's "
+                f"vocab_size is {model.config.vocab_size}."
+            )
+    if hasattr(model, "features"):  # a task model: rebuild it around the new preprocessor
+        model = _with_preprocessor(model, pre)
+    return model, pre
+
+
+def _with_preprocessor(model, preprocessor):
+    """A copy of a task model (same weights) whose preprocessor is `preprocessor`."""
+    import keras
+
+    config = model.get_config()
+    config["preprocessor"] = keras.layers.serialize(preprocessor)
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
