@@ -33,6 +33,7 @@ setuptools.setup(
             "albert-create-vocab=pipelines.bin.create_vocab:run",
             "albert-create-pretraining-data=pipelines.bin.create_pretraining_data:run",
             "albert-pretrain=albert_tf.bin.pretrain:run",
+            "albert-data-service=albert_tf.bin.data_service:run",
             "albert-convert=albert_tf.bin.convert:run",
             "albert-demo=albert_tf.bin.demo:run",
             "albert-finetune=albert_tf.bin.finetune:run",

@@ -26,8 +26,44 @@ _DTYPE_POLICIES = {
 }
 
 
+def split_cpu(num_devices: int) -> None:
+    """Splits the CPU into `num_devices` logical devices (replicas for
+    "mirrored" on a machine without a GPU, e.g. to check multi-replica runs).
+
+    Must run before TensorFlow initialises its devices (the first op).
+
+    Args:
+        num_devices: logical CPU devices wanted (>= 1).
+
+    Raises:
+        ValueError: num_devices < 1, or the devices were already initialised
+            with another count.
+
+    Example:
+
+    >>> split_cpu(len(tf.config.list_logical_devices("CPU")))  # already so: no-op
+    """
+    if num_devices < 1:
+        raise ValueError(f"--num_cpu_devices={num_devices}; expected at least 1.")
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    configured = tf.config.get_logical_device_configuration(cpu)
+    if configured is not None and len(configured) == num_devices:
+        return
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * num_devices)
+    except RuntimeError:
+        have = len(tf.config.list_logical_devices("CPU"))
+        if have != num_devices:
+            raise ValueError(
+                f"--num_cpu_devices={num_devices}: TensorFlow already runs "
+                f"with {have} CPU device(s); split the CPU before the first "
+                "TensorFlow op.") from None
+
+
 def get_strategy(name: str = "default", tpu: Optional[str] = None,
-                 num_gpus: Optional[int] = None) -> tf.distribute.Strategy:
+                 num_gpus: Optional[int] = None,
+                 num_cpu_devices: Optional[int] = None) -> tf.distribute.Strategy:
     """Creates the `tf.distribute` strategy named by --strategy.
 
     Args:
@@ -37,6 +73,9 @@ def get_strategy(name: str = "default", tpu: Optional[str] = None,
         tpu: TPU name or grpc:// address for "tpu" ("" = local TPU).
         num_gpus: GPUs for "mirrored"; None uses all GPUs, or all logical CPU
             devices when there is no GPU.
+        num_cpu_devices: for "mirrored" on a machine without a GPU: split
+            the CPU into this many logical devices first (`split_cpu`), one
+            replica each. Ignored when there is a GPU.
 
     Returns:
         The strategy.
@@ -52,6 +91,8 @@ def get_strategy(name: str = "default", tpu: Optional[str] = None,
     if name == "default":
         return tf.distribute.get_strategy()
     if name == "mirrored":
+        if num_cpu_devices and not tf.config.list_physical_devices("GPU"):
+            split_cpu(num_cpu_devices)
         gpus = tf.config.list_logical_devices("GPU")
         if num_gpus is not None:
             if num_gpus > len(gpus):

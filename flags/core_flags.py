@@ -73,6 +73,12 @@ def define_pretraining_data_flags() -> None:
             "With --masking=dynamic: the fraction of tokens masked; above the "
             "shards' rate each row gets more masked positions (0.4 at length "
             "128: 51; see flags/recipes/small_pretrain.cfg).")
+    _define(flags.DEFINE_string, "data_service_address", None,
+            "grpc://HOST:PORT of a tf.data service dispatcher (started with "
+            "albert-data-service): reading, parsing and masking of the "
+            "training data run on its workers. Order is then not "
+            "deterministic, so a resumed run does not see exactly the data "
+            "of an uninterrupted one.")
     _define(flags.DEFINE_bool, "do_train", True,
             "Run training.")
     _define(flags.DEFINE_bool, "do_eval", False,
@@ -122,6 +128,14 @@ def define_distribution_flags() -> None:
             "logical CPU devices).")
 
 
+def define_cpu_devices_flag() -> None:
+    """--num_cpu_devices (albert-pretrain only: the other binaries do not read it)."""
+    _define(flags.DEFINE_integer, "num_cpu_devices", None,
+            "With --strategy=mirrored on a machine without a GPU: split the "
+            "CPU into this many logical devices, one replica each (checks a "
+            "multi-replica run on a CPU, e.g. bench/device_check.sh).")
+
+
 def define_runtime_flags() -> None:
     """Output, precision, XLA, checkpoint, logging and seed flags."""
     _define(flags.DEFINE_string, "output_dir", None,
@@ -150,6 +164,7 @@ def define_all_pretraining_flags() -> None:
     define_pretraining_data_flags()
     define_optimization_flags()
     define_distribution_flags()
+    define_cpu_devices_flag()
     define_runtime_flags()
 
 

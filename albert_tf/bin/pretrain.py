@@ -11,6 +11,8 @@ On small hardware keep --train_batch_size and raise
 --strategy=multi_worker_mirrored with TF_CONFIG on every host; TPU:
 --strategy=tpu --tpu=NAME. Running the same command again resumes from the
 latest checkpoint in --output_dir. --do_eval writes eval_results.txt.
+--data_service_address=grpc://HOST:PORT moves the training input to tf.data
+service workers (albert-data-service); resume is then not exact.
 """
 
 from __future__ import annotations
@@ -107,8 +109,12 @@ def main(argv) -> None:
     from albert_tf import runtime, training
 
     optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
-    strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
-                                    num_gpus=FLAGS.num_gpus)
+    try:
+        strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
+                                        num_gpus=FLAGS.num_gpus,
+                                        num_cpu_devices=FLAGS.num_cpu_devices)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     logging.info("Strategy %s with %d replica(s); precision %s",
                  FLAGS.strategy, strategy.num_replicas_in_sync,
                  run_config.resolved_precision())
@@ -122,14 +128,28 @@ def main(argv) -> None:
             f"--masked_lm_prob={data.masked_lm_prob} needs --masking=dynamic "
             "(static masking uses the masks stored in the shards).")
 
+    if data.data_service_address:
+        try:
+            training.data_service.check_address(data.data_service_address)
+        except ValueError as e:
+            raise app.UsageError(str(e)) from None
+        logging.info(
+            "Input on the tf.data service at %s, processing mode %s; resume "
+            "is not exact: %s.", data.data_service_address,
+            training.data_service.PROCESSING_MODE,
+            training.data_service.RESUME_NOTE)
+
     def train_dataset_fn(ctx):
+        # With the service, the service splits the files among its workers
+        # and every trainer must send the same pipeline: no sharding here.
         return pipelines.pretraining_dataset(
             data.input_file, ctx.get_per_replica_batch_size(
                 optimization.train_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=True, masking=data.masking, seed=run_config.seed,
             masked_lm_prob=data.masked_lm_prob,
-            input_context=ctx, vocab_size=config.vocab_size,
+            input_context=None if data.data_service_address else ctx,
+            vocab_size=config.vocab_size,
             type_vocab_size=config.type_vocab_size)
 
     def eval_dataset_fn(ctx):

@@ -17,7 +17,8 @@ The pieces, one module each:
 * `reporting`: `MetricsLogger` (log line, TensorBoard, callback) and
   `StopPolicy` (steps, time budget);
 * `evaluation`: `evaluate`, `run_evaluation`, the end-of-training evaluation;
-* `pretraining`: `run_pretraining`, the loop that ties them together.
+* `pretraining`: `run_pretraining`, the loop that ties them together;
+* `data_service`: the training input on tf.data service workers.
 
 Strategy, chief and precision helpers live in `albert_tf.runtime` (re-exported
 here as `get_strategy` and `is_chief`).

@@ -164,6 +164,11 @@ class PretrainingDataConfig(_FromFlags):
             the shards' own rate each training row gets more masked positions
             (`pipelines.tfrecords.dynamic_predictions_per_seq`).
         eval_batch_size: global evaluation batch.
+        data_service_address: a tf.data service dispatcher, grpc://HOST:PORT:
+            the training input runs on its workers (`training.data_service`;
+            the dataset_fn must then not shard by input context). Resume is
+            not exact with it (`data_service.RESUME_NOTE`). Evaluation stays
+            local.
     """
 
     max_seq_length: Optional[int] = None
@@ -174,6 +179,7 @@ class PretrainingDataConfig(_FromFlags):
     masking: str = "static"
     masked_lm_prob: float = 0.15
     eval_batch_size: int = 64
+    data_service_address: Optional[str] = None
 
     def train_predictions_per_seq(self) -> Optional[int]:
         """Masked positions per training row: the shards' count, or more

@@ -18,6 +18,7 @@ from absl import logging
 
 from albert_tf import runtime as runtime_lib
 from albert_tf.config import AlbertConfig
+from albert_tf.training import data_service
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
     OptimizationConfig,
@@ -42,6 +43,8 @@ def _check_arguments(config: AlbertConfig, optimization: OptimizationConfig,
     """ValueError on inconsistent settings; returns the resolved precision."""
     optimization.validate(num_replicas)
     precision = runtime.resolved_precision()
+    if data.data_service_address:
+        data_service.check_address(data.data_service_address)
     if data.max_seq_length and data.max_seq_length > config.max_position_embeddings:
         raise ValueError(
             f"max_seq_length={data.max_seq_length} exceeds the model's "
@@ -170,7 +173,9 @@ def run_pretraining(
     data position) and logs "Resumed from step N". The data position is
     restored by skipping what the completed steps consumed (one per-replica
     batch per replica, per step): exact for a deterministic dataset_fn, but
-    the skipped batches are read again, which takes time for long runs. The
+    the skipped batches are read again, which takes time for long runs (with
+    `data.data_service_address` nothing is skipped and the data position is
+    not restored: `data_service.RESUME_NOTE`, logged at the start). The
     settings that fix what a step means (global batch, replicas,
     accumulation, sequence and prediction lengths) are recorded in
     training_settings.json; resuming with others is a TrainingError. A larger
@@ -240,9 +245,17 @@ def run_pretraining(
         init_checkpoint, chief)
     start_step = state.step
 
+    service_job = None
+    if data.data_service_address:
+        service_job = data_service.job_name(output_dir)
+        logging.warning(
+            "Training input from the tf.data service at %s (job %s): %s%s.",
+            data.data_service_address, service_job, data_service.RESUME_NOTE,
+            f"; resuming at step {start_step}" if start_step else "")
     iterator = distributed_train_iterator(
         strategy, train_dataset_fn, start_step, data.max_seq_length,
-        data.train_predictions_per_seq(), optimization.train_batch_size // replicas)
+        data.train_predictions_per_seq(), optimization.train_batch_size // replicas,
+        data.data_service_address, service_job)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile)
     writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
               if chief else tf.summary.create_noop_writer())

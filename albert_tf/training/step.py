@@ -28,6 +28,7 @@ from albert_tf.models.pretrainer import (
     SENTENCE_ORDER_LABELS,
     pretraining_loss_terms,
 )
+from albert_tf.training import data_service
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.state import TrainState
 
@@ -78,17 +79,25 @@ def distributed_train_iterator(strategy: tf.distribute.Strategy,
                                train_dataset_fn: DatasetFn, start_step: int,
                                max_seq_length: Optional[int],
                                max_predictions_per_seq: Optional[int],
-                               per_replica_batch: int):
+                               per_replica_batch: int,
+                               data_service_address: Optional[str] = None,
+                               data_service_job: Optional[str] = None):
     """An iterator over per-replica batches, positioned after `start_step` steps.
 
     The dataset is deterministic, so skipping what `start_step` steps
-    consumed puts a restarted run at the same example.
+    consumed puts a restarted run at the same example. With
+    `data_service_address` the dataset runs on tf.data service workers
+    (`data_service.distribute`, job `data_service_job`); its order is not
+    deterministic, so nothing is skipped (see `data_service.RESUME_NOTE`).
     """
 
     def dataset_fn(ctx):
         dataset = train_dataset_fn(ctx)
         check_element_spec(dataset.element_spec, max_seq_length,
                            max_predictions_per_seq, per_replica_batch)
+        if data_service_address:
+            return data_service.distribute(dataset, data_service_address,
+                                           data_service_job)
         consumed = start_step * elements_per_step(ctx)
         return dataset.skip(consumed) if consumed else dataset
 

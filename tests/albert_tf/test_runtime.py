@@ -153,3 +153,27 @@ def test_auto_precision_trains_in_the_loop(tmp_path):
         runtime=training.RuntimeConfig(mixed_precision="auto"))
     want = runtime.dtype_policy_name(runtime.resolve_mixed_precision("auto"))
     assert result["model"].dtype_policy.name == want
+
+
+def test_mirrored_over_logical_cpu_devices():
+    """--num_cpu_devices splits a GPU-less machine's CPU: one replica per device (fresh process:
+    devices can be split only before TensorFlow initialises them)."""
+    import subprocess
+    import sys
+
+    code = ("from albert_tf import runtime; import tensorflow as tf; "
+            "s = runtime.get_strategy('mirrored', num_cpu_devices=2); "
+            "print(s.num_replicas_in_sync, len(tf.config.list_logical_devices('CPU')))")
+    env = {**__import__("os").environ, "CUDA_VISIBLE_DEVICES": "", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["2", "2"]
+
+
+def test_splitting_an_initialised_cpu_names_the_value():
+    tf.constant(1)  # devices are initialised from here on
+    have = len(tf.config.list_logical_devices("CPU"))
+    runtime.split_cpu(have)  # what it already is: accepted
+    with pytest.raises(ValueError, match=f"--num_cpu_devices={have + 1}.*already runs"):
+        runtime.split_cpu(have + 1)
+    with pytest.raises(ValueError, match="--num_cpu_devices=0"):
+        runtime.split_cpu(0)

@@ -1,0 +1,170 @@
+"""The training input on tf.data service workers: a dispatcher and two workers on localhost.
+
+The service's order depends on worker timing (processing mode distributed_epoch), so the
+checks are on coverage: one pass through the service yields every record of the local
+pipeline exactly once ("parallel_epochs", i.e. sharding OFF, would yield each once per worker), also for a
+resumed run, and training through the service (library and albert-pretrain) runs.
+"""
+
+import collections
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+import albert_tf
+import pipelines
+from albert_tf import training
+from albert_tf.training import data_service, step
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import training_testlib as tl  # noqa: E402
+
+NUM_FILES, PER_FILE, BATCH = 4, 10, 2
+
+
+@pytest.fixture(scope="module")
+def service():
+    """A dispatcher and two workers in this process (gRPC on free localhost ports)."""
+    dispatcher = data_service.start_dispatcher(0)
+    workers = [data_service.start_worker(0, dispatcher.target) for _ in range(2)]
+    deadline = time.time() + 30
+    while dispatcher._num_workers() < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    assert dispatcher._num_workers() == 2
+    yield dispatcher
+    for worker in workers:
+        worker._stop()
+    dispatcher._stop()
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    root = tmp_path_factory.mktemp("service_shards")
+    for i in range(NUM_FILES):
+        tl.write_tfrecords(str(root / f"train-{i}.tfrecord"), PER_FILE, seed=10 + i)
+    return str(root / "train-*.tfrecord")
+
+
+def _rows(batches):
+    """Multiset of examples (input ids + masked ids + label) of a sequence of batches."""
+    rows = collections.Counter()
+    for batch in batches:
+        ids, masked, labels = (batch[k].numpy() for k in ("input_ids", "masked_lm_ids", "next_sentence_labels"))
+        for i in range(ids.shape[0]):
+            rows[(tuple(ids[i]), tuple(masked[i]), int(labels[i]))] += 1
+    return rows
+
+
+def _one_pass(ctx, shards):
+    return pipelines.pretraining_dataset(shards, BATCH, tl.SEQ, tl.PREDS, is_training=False,
+                                         vocab_size=tl.VOCAB, input_context=None)
+
+
+@pytest.mark.parametrize("start_step", [0, 3])
+def test_one_pass_through_two_workers_yields_every_record_once(service, shards, start_step):
+    local = _rows(_one_pass(None, shards))
+    assert sum(local.values()) == NUM_FILES * PER_FILE and len(local) == NUM_FILES * PER_FILE
+    # The iterator albert-pretrain trains on; a resumed run (start_step 3) skips nothing.
+    iterator = step.distributed_train_iterator(
+        tf.distribute.get_strategy(), lambda ctx: _one_pass(ctx, shards), start_step, tl.SEQ, tl.PREDS,
+        BATCH, data_service_address=service.target, data_service_job=f"coverage-{start_step}")
+    served = _rows(list(iterator))
+    assert served == local
+
+
+def test_processing_mode_off_would_duplicate(service, shards):
+    """Why distributed_epoch: with parallel_epochs (sharding OFF) every worker sends the whole pipeline."""
+    ds = _one_pass(None, shards).apply(tf.data.experimental.service.distribute(
+        processing_mode="parallel_epochs", service=service.target, job_name="parallel"))
+    counts = _rows(ds)
+    assert sum(counts.values()) == 2 * NUM_FILES * PER_FILE and set(counts.values()) == {2}
+
+
+def test_pretraining_through_the_service(service, shards, tmp_path, caplog):
+    def dataset_fn(ctx):
+        return pipelines.pretraining_dataset(
+            shards, ctx.get_per_replica_batch_size(4), tl.SEQ, tl.PREDS, is_training=True,
+            masking="dynamic", seed=3, vocab_size=tl.VOCAB)
+
+    data = training.PretrainingDataConfig(max_seq_length=tl.SEQ, max_predictions_per_seq=tl.PREDS,
+                                          data_service_address=service.target)
+    with caplog.at_level("WARNING"):
+        result = training.run_pretraining(
+            tl.tiny_config(), dataset_fn, str(tmp_path / "run"),
+            optimization=training.OptimizationConfig(train_batch_size=4, num_train_steps=3,
+                                                     num_warmup_steps=1),
+            runtime=training.RuntimeConfig(log_steps=1, seed=3), data=data)
+    assert result["global_step"] == 3 and math.isfinite(result["loss"])
+    # The first loss of an untrained model is about ln(V) + ln(2) whatever the batch.
+    assert abs(result["loss"] - (math.log(tl.VOCAB) + math.log(2))) < 1.0
+    assert data_service.RESUME_NOTE in caplog.text and data_service.job_name(str(tmp_path / "run")) in caplog.text
+
+
+def test_addresses_are_checked():
+    assert data_service.check_address("grpc://host-1:5050") == "grpc://host-1:5050"
+    for bad in ("localhost", "http://host:5050", "host:port", ""):
+        with pytest.raises(ValueError, match=f"--data_service_address={bad!r}"):
+            data_service.check_address(bad)
+    with pytest.raises(ValueError, match="'localhost'"):
+        training.run_pretraining(
+            tl.tiny_config(), lambda ctx: None, "unused",
+            optimization=training.OptimizationConfig(train_batch_size=4, num_train_steps=1),
+            data=training.PretrainingDataConfig(data_service_address="localhost"))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _env():
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+
+
+def test_albert_data_service_and_albert_pretrain(shards, tmp_path):
+    """The two binaries end to end: dispatcher and worker processes, a trainer reading from them."""
+    port = _free_port()
+    servers = [subprocess.Popen([sys.executable, "-m", "albert_tf.bin.data_service", "--role=dispatcher",
+                                 f"--port={port}"], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)]
+    try:
+        servers.append(subprocess.Popen(
+            [sys.executable, "-m", "albert_tf.bin.data_service", "--role=worker", "--port=0",
+             f"--dispatcher_address=grpc://localhost:{port}"], cwd=REPO, env=_env(),
+            stderr=subprocess.PIPE, text=True))
+        tl.tiny_config().to_json_file(str(tmp_path / "albert_config.json"))
+        out = tmp_path / "run"
+        train = subprocess.run(
+            [sys.executable, "-m", "albert_tf.bin.pretrain", f"--albert_config_file={tmp_path / 'albert_config.json'}",
+             f"--input_file={shards}", f"--output_dir={out}", "--train_batch_size=4",
+             f"--max_seq_length={tl.SEQ}", f"--max_predictions_per_seq={tl.PREDS}", "--num_train_steps=2",
+             "--num_warmup_steps=1", "--log_steps=1", "--mixed_precision=float32",
+             f"--data_service_address=grpc://localhost:{port}"],
+            cwd=REPO, env=_env(), capture_output=True, text=True, timeout=300)
+        assert train.returncode == 0, train.stderr[-3000:]
+        assert "resume is not exact" in train.stderr and "step 2/2 loss" in train.stderr
+        assert (out / "ckpt-2.index").exists()
+    finally:
+        for server in servers:
+            server.terminate()
+        logs = [server.communicate(timeout=30)[1] for server in servers]
+    assert f"Dispatcher serving at grpc://localhost:{port}" in logs[0], logs[0][-2000:]
+    assert "Worker at localhost:" in logs[1], logs[1][-2000:]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--role=worker"], "--role=worker needs --dispatcher_address"),
+    (["--role=dispatcher", "--port=70000"], "--port=70000"),
+])
+def test_albert_data_service_usage_errors(args, message):
+    done = subprocess.run([sys.executable, "-m", "albert_tf.bin.data_service", *args], cwd=REPO, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and message in done.stderr, done.stderr[-2000:]
