@@ -30,7 +30,7 @@ import dataclasses
 import json
 import os
 import re
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -111,13 +111,16 @@ def assign_by_name(
     values: Mapping[str, np.ndarray],
     source: str,
     ignore_unused: Optional[re.Pattern] = None,
-) -> None:
+) -> List[str]:
     """Assigns canonical-named arrays to the model's variables.
 
     Every encoder variable must be present; missing head variables are
     reported (a warning: an encoder-only checkpoint leaves the heads at their
     initial values). Unused names are reported. Any shape mismatch is an error
     naming the variable and both shapes.
+
+    Returns:
+        The canonical names of the head variables the values lacked.
     """
     targets = original_variable_map(model)
     mismatched = [
@@ -154,6 +157,7 @@ def assign_by_name(
     for name, var in targets.items():
         if name in values:
             var.assign(np.asarray(values[name], dtype=var.dtype))
+    return missing
 
 
 # --------------------------------------------------------------- original TF1
@@ -196,47 +200,52 @@ def config_from_hf(hf: Mapping) -> AlbertConfig:
     return AlbertConfig.from_dict({**values, "hidden_act": _HF_ACTIVATIONS[act]})
 
 
+# Hugging Face keys (without the "albert." prefix) outside the layer groups ->
+# (canonical name, transposed?): torch's Linear weights are [out, in].
+_HF_SIMPLE_NAMES = {
+    "embeddings.word_embeddings.weight": ("bert/embeddings/word_embeddings", False),
+    "embeddings.token_type_embeddings.weight": ("bert/embeddings/token_type_embeddings", False),
+    "embeddings.position_embeddings.weight": ("bert/embeddings/position_embeddings", False),
+    "embeddings.LayerNorm.weight": ("bert/embeddings/LayerNorm/gamma", False),
+    "embeddings.LayerNorm.bias": ("bert/embeddings/LayerNorm/beta", False),
+    "encoder.embedding_hidden_mapping_in.weight": ("bert/encoder/embedding_hidden_mapping_in/kernel", True),
+    "encoder.embedding_hidden_mapping_in.bias": ("bert/encoder/embedding_hidden_mapping_in/bias", False),
+    "pooler.weight": ("bert/pooler/dense/kernel", True),
+    "pooler.bias": ("bert/pooler/dense/bias", False),
+    "predictions.dense.weight": ("cls/predictions/transform/dense/kernel", True),
+    "predictions.dense.bias": ("cls/predictions/transform/dense/bias", False),
+    "predictions.LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
+    "predictions.LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False),
+    "predictions.bias": ("cls/predictions/output_bias", False),
+    "sop_classifier.classifier.weight": ("cls/seq_relationship/output_weights", False),
+    "sop_classifier.classifier.bias": ("cls/seq_relationship/output_bias", False),
+}
+# Parts of a Hugging Face AlbertLayer -> the original's names inside group_<g>/inner_group_<k>.
+_HF_DENSE_PARTS = {
+    "attention.query": "attention_1/self/query",
+    "attention.key": "attention_1/self/key",
+    "attention.value": "attention_1/self/value",
+    "attention.dense": "attention_1/output/dense",
+    "ffn": "ffn_1/intermediate/dense",
+    "ffn_output": "ffn_1/intermediate/output/dense",
+}
+_HF_NORM_PARTS = {"attention.LayerNorm": "LayerNorm", "full_layer_layer_norm": "LayerNorm_1"}
+
+
 def _hf_to_original_name(key: str) -> Optional[Tuple[str, bool]]:
     """Hugging Face key -> (canonical name, transpose?) or None if not a weight."""
     key = key[len("albert."):] if key.startswith("albert.") else key
-    simple = {
-        "embeddings.word_embeddings.weight": ("bert/embeddings/word_embeddings", False),
-        "embeddings.token_type_embeddings.weight": ("bert/embeddings/token_type_embeddings", False),
-        "embeddings.position_embeddings.weight": ("bert/embeddings/position_embeddings", False),
-        "embeddings.LayerNorm.weight": ("bert/embeddings/LayerNorm/gamma", False),
-        "embeddings.LayerNorm.bias": ("bert/embeddings/LayerNorm/beta", False),
-        "encoder.embedding_hidden_mapping_in.weight": ("bert/encoder/embedding_hidden_mapping_in/kernel", True),
-        "encoder.embedding_hidden_mapping_in.bias": ("bert/encoder/embedding_hidden_mapping_in/bias", False),
-        "pooler.weight": ("bert/pooler/dense/kernel", True),
-        "pooler.bias": ("bert/pooler/dense/bias", False),
-        "predictions.dense.weight": ("cls/predictions/transform/dense/kernel", True),
-        "predictions.dense.bias": ("cls/predictions/transform/dense/bias", False),
-        "predictions.LayerNorm.weight": ("cls/predictions/transform/LayerNorm/gamma", False),
-        "predictions.LayerNorm.bias": ("cls/predictions/transform/LayerNorm/beta", False),
-        "predictions.bias": ("cls/predictions/output_bias", False),
-        "sop_classifier.classifier.weight": ("cls/seq_relationship/output_weights", False),
-        "sop_classifier.classifier.bias": ("cls/seq_relationship/output_bias", False),
-    }
-    if key in simple:
-        return simple[key]
+    if key in _HF_SIMPLE_NAMES:
+        return _HF_SIMPLE_NAMES[key]
     match = re.fullmatch(r"encoder\.albert_layer_groups\.(\d+)\.albert_layers\.(\d+)\.(.+)\.(weight|bias)", key)
     if not match:
         return None
     g, k, part, kind = match.groups()
     base = f"bert/encoder/transformer/group_{g}/inner_group_{k}"
-    dense_parts = {
-        "attention.query": "attention_1/self/query",
-        "attention.key": "attention_1/self/key",
-        "attention.value": "attention_1/self/value",
-        "attention.dense": "attention_1/output/dense",
-        "ffn": "ffn_1/intermediate/dense",
-        "ffn_output": "ffn_1/intermediate/output/dense",
-    }
-    norm_parts = {"attention.LayerNorm": "LayerNorm", "full_layer_layer_norm": "LayerNorm_1"}
-    if part in dense_parts:
-        return f"{base}/{dense_parts[part]}/{'kernel' if kind == 'weight' else 'bias'}", kind == "weight"
-    if part in norm_parts:
-        return f"{base}/{norm_parts[part]}/{'gamma' if kind == 'weight' else 'beta'}", False
+    if part in _HF_DENSE_PARTS:
+        return f"{base}/{_HF_DENSE_PARTS[part]}/{'kernel' if kind == 'weight' else 'bias'}", kind == "weight"
+    if part in _HF_NORM_PARTS:
+        return f"{base}/{_HF_NORM_PARTS[part]}/{'gamma' if kind == 'weight' else 'beta'}", False
     return None
 
 
@@ -307,21 +316,33 @@ def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None
     Example:
     >>> pre = albert_tf.load_checkpoint("albert_base_v2/model.ckpt-best")  # doctest: +SKIP
     """
+    return load_checkpoint_with_report(path, config, dtype)[0]
+
+
+def load_checkpoint_with_report(path: str, config: Optional[AlbertConfig] = None,
+                                dtype=None) -> Tuple[AlbertPretrainer, List[str]]:
+    """`load_checkpoint`, also returning the canonical names of the head
+    variables the source lacked (they keep their random initialisation), so
+    that a converter writes only the heads the source had.
+
+    Example:
+    >>> pre, missing = load_checkpoint_with_report("finetuned_sst2")  # doctest: +SKIP
+    >>> missing[:1]                                                    # doctest: +SKIP
+    ['cls/predictions/transform/dense/kernel']
+    """
     if not tf.io.gfile.exists(path) and not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"Checkpoint path {path!r} does not exist.")
     kwargs = {} if dtype is None else {"dtype": dtype}
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
         hf_config, values = _read_hf_folder(path)
         model = AlbertPretrainer(hf_config, **kwargs)
-        assign_by_name(model, values, source=path)
-        return model
+        return model, assign_by_name(model, values, source=path)
     if os.path.isdir(path) and os.path.exists(os.path.join(path, WEIGHTS_FILENAME)):
         from safetensors.numpy import load_file
 
         weights = os.path.join(path, WEIGHTS_FILENAME)
         model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
-        assign_by_name(model, load_file(weights), source=weights)
-        return model
+        return model, assign_by_name(model, load_file(weights), source=weights)
     prefix = _checkpoint_prefix(path)
     if prefix is None:
         raise ValueError(
@@ -331,7 +352,8 @@ def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None
         )
     model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
     if _is_original_checkpoint(prefix):
-        assign_by_name(model, _read_tf1_checkpoint(prefix), source=prefix, ignore_unused=_ORIGINAL_NON_MODEL)
+        return model, assign_by_name(model, _read_tf1_checkpoint(prefix), source=prefix,
+                                     ignore_unused=_ORIGINAL_NON_MODEL)
     else:
         status = tf.train.Checkpoint(model=model).read(prefix)
         try:
@@ -339,7 +361,7 @@ def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None
         except AssertionError as e:
             raise ValueError(f"Training checkpoint {prefix} does not match the config: {e}") from e
         status.expect_partial()
-    return model
+    return model, []  # a training checkpoint holds the whole pretrainer
 
 
 # -------------------------------------------------------------------- saving
@@ -372,4 +394,168 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
         vocab = os.path.splitext(spm_model_file)[0] + ".vocab"
         if os.path.exists(vocab):
             atomic_copy(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
+    return output_dir
+
+
+# ------------------------------------------------------ writing Hugging Face
+HF_CONFIG_FILENAME = "config.json"
+HF_WEIGHTS_FILENAME = "model.safetensors"
+HF_SPM_MODEL_FILENAME = "spiece.model"
+# Our activation -> Hugging Face's hidden_act (the inverse of _HF_ACTIVATIONS).
+_TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
+                      "tanh": "tanh", "linear": "linear"}
+# The SentencePiece ids every vocabulary of this project (and the original's) has.
+_SPECIAL_IDS = {"pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3}  # <pad>, [CLS], [SEP]
+
+
+def hf_num_hidden_groups(config: AlbertConfig) -> int:
+    """The `num_hidden_groups` of the Hugging Face model that computes what `config` does.
+
+    Hugging Face ALBERT keeps attention and FFN of a layer in one group, so
+    it can express sharing "all" (G groups) and "none" (L groups), and
+    "attention" / "ffn" only when G = L (nothing is then shared). Its layer
+    l uses group ``int(l / (L / G))``, which differs from the original's
+    ``int(l / L * G)`` in floating point for a few (l, L, G) (e.g. l = 15,
+    L = G = 22); those configs are refused too.
+
+    Raises:
+        ValueError: one line naming the setting Hugging Face cannot express.
+
+    Example:
+    >>> hf_num_hidden_groups(AlbertConfig.tiny(sharing="none", num_hidden_layers=4))
+    4
+    """
+    from albert_tf.layers.transformer_stack import group_for_layer
+
+    groups = config.num_attention_groups
+    if groups != config.num_ffn_groups:
+        raise ValueError(
+            f"sharing={config.sharing!r} with num_hidden_groups={config.num_hidden_groups} < "
+            f"num_hidden_layers={config.num_hidden_layers} cannot be written for Hugging Face: its ALBERT "
+            "shares a layer's attention and FFN together (sharing 'all' or 'none' only).")
+    layers = config.num_hidden_layers
+    for layer in range(layers):
+        ours, theirs = group_for_layer(layer, layers, groups), int(layer / (layers / groups))
+        if ours != theirs:
+            raise ValueError(
+                f"num_hidden_layers={layers} with {groups} parameter groups cannot be written for Hugging Face: "
+                f"layer {layer} uses group {ours} here (int(l / L * G)) but {theirs} there (int(l / (L / G))).")
+    return groups
+
+
+def hf_config_dict(config: AlbertConfig, architectures: Sequence[str] = ("AlbertForPreTraining",)) -> dict:
+    """The Hugging Face `config.json` (transformers' AlbertConfig fields) for `config`.
+
+    Example:
+    >>> d = hf_config_dict(AlbertConfig.tiny())
+    >>> d["model_type"], d["hidden_act"], d["pad_token_id"], d["bos_token_id"], d["eos_token_id"]
+    ('albert', 'gelu_new', 0, 2, 3)
+    """
+    c = config
+    return {
+        "architectures": list(architectures), "model_type": "albert",
+        "vocab_size": c.vocab_size, "embedding_size": c.embedding_size, "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_hidden_layers, "num_hidden_groups": hf_num_hidden_groups(c),
+        "inner_group_num": c.inner_group_num, "num_attention_heads": c.num_attention_heads,
+        "intermediate_size": c.intermediate_size, "hidden_act": _TO_HF_ACTIVATIONS[c.hidden_act],
+        "hidden_dropout_prob": c.hidden_dropout_prob,
+        "attention_probs_dropout_prob": c.attention_probs_dropout_prob,
+        # The classifier head's dropout: the original run_classifier's (and our AlbertClassifier's) 0.1.
+        "classifier_dropout_prob": 0.1,
+        "max_position_embeddings": c.max_position_embeddings, "type_vocab_size": c.type_vocab_size,
+        "initializer_range": c.initializer_range, "layer_norm_eps": c.layer_norm_eps,
+        "position_embedding_type": "absolute", "tie_word_embeddings": True, **_SPECIAL_IDS,
+    }
+
+
+def _hf_keys(config: AlbertConfig, groups: int) -> List[str]:
+    """Every Hugging Face AlbertForPreTraining weight key of `config` (heads included)."""
+    keys = [key if key.startswith(("predictions.", "sop_classifier.")) else f"albert.{key}"
+            for key in _HF_SIMPLE_NAMES]
+    for g in range(groups):
+        for k in range(config.inner_group_num):
+            layer = f"albert.encoder.albert_layer_groups.{g}.albert_layers.{k}"
+            keys += [f"{layer}.{part}.{kind}" for part in (*_HF_DENSE_PARTS, *_HF_NORM_PARTS)
+                     for kind in ("weight", "bias")]
+    return keys
+
+
+def hf_state_dict(model: AlbertPretrainer, missing_heads: Sequence[str] = ()) -> Dict[str, np.ndarray]:
+    """Hugging Face AlbertForPreTraining tensors (key -> float32 array) of `model`.
+
+    A head (MLM: ``predictions.*``, SOP: ``sop_classifier.*``) is left out when
+    any of its variables is in `missing_heads`. Without an E -> H projection
+    (E = H) Hugging Face still has one: it gets the identity and a zero bias,
+    which compute exactly the same.
+    """
+    config = model.config
+    groups = hf_num_hidden_groups(config)  # refuse before reading variables
+    ours = {name: np.asarray(var.numpy(), np.float32) for name, var in original_variable_map(model).items()}
+    projection = "bert/encoder/embedding_hidden_mapping_in"
+    if f"{projection}/kernel" not in ours:
+        ours[f"{projection}/kernel"] = np.eye(config.hidden_size, dtype=np.float32)
+        ours[f"{projection}/bias"] = np.zeros(config.hidden_size, np.float32)
+    skipped_heads = {name.split("/")[1] for name in missing_heads}  # "predictions", "seq_relationship"
+    tensors = {}
+    for key in _hf_keys(config, groups):
+        name, transpose = _hf_to_original_name(key)
+        if name.startswith("cls/") and name.split("/")[1] in skipped_heads:
+            continue
+        tensors[key] = np.ascontiguousarray(ours[name].T if transpose else ours[name])
+    return tensors
+
+
+def save_huggingface(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None, *,
+                     missing_heads: Sequence[str] = (), do_lower_case: bool = True) -> str:
+    """Writes a Hugging Face ALBERT folder that `transformers` and `load_checkpoint` read.
+
+    Files: config.json (`hf_config_dict`), model.safetensors (`hf_state_dict`:
+    transformers' parameter names, torch's [out, in] Linear layout, the MLM
+    and SOP heads unless `missing_heads` names them), spiece.model (a copy
+    of the SentencePiece model) and tokenizer_config.json (AlbertTokenizer,
+    do_lower_case). architectures is AlbertForPreTraining with both heads,
+    AlbertForMaskedLM with the MLM head only, else AlbertModel.
+
+    Args:
+        model: an `AlbertPretrainer` (e.g. from `load_checkpoint_with_report`).
+        output_dir: the folder to write (created if needed).
+        spm_model_file: the SentencePiece model to copy as spiece.model.
+        missing_heads: canonical names of head variables the source lacked.
+        do_lower_case: recorded for transformers' AlbertTokenizer.
+
+    Returns:
+        output_dir.
+
+    Raises:
+        ValueError: for a sharing layout Hugging Face cannot express
+            (`hf_num_hidden_groups`), before anything is written.
+
+    Example:
+    >>> import tempfile
+    >>> pre = AlbertPretrainer(AlbertConfig.tiny())
+    >>> folder = save_huggingface(pre, tempfile.mkdtemp())
+    >>> sorted(os.listdir(folder))
+    ['config.json', 'model.safetensors', 'tokenizer_config.json']
+    >>> load_checkpoint(folder).config.hidden_size == pre.config.hidden_size
+    True
+    """
+    from safetensors.numpy import save
+
+    from pipelines.fileio import atomic_copy, atomic_write
+
+    tensors = hf_state_dict(model, missing_heads)  # raises for an inexpressible config first
+    has_mlm = "predictions.bias" in tensors
+    has_sop = "sop_classifier.classifier.weight" in tensors
+    architecture = ("AlbertForPreTraining" if has_mlm and has_sop else "AlbertForMaskedLM" if has_mlm
+                    else "AlbertModel")
+    os.makedirs(output_dir, exist_ok=True)
+    with atomic_write(os.path.join(output_dir, HF_WEIGHTS_FILENAME), "wb") as f:
+        f.write(save(tensors, metadata={"format": "pt"}))  # transformers expects "pt"
+    with atomic_write(os.path.join(output_dir, HF_CONFIG_FILENAME), "w") as f:
+        json.dump(hf_config_dict(model.config, [architecture]), f, indent=2, sort_keys=True)
+    with atomic_write(os.path.join(output_dir, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "AlbertTokenizer", "do_lower_case": bool(do_lower_case),
+                   "model_max_length": model.config.max_position_embeddings}, f, indent=2, sort_keys=True)
+    if spm_model_file:
+        atomic_copy(spm_model_file, os.path.join(output_dir, HF_SPM_MODEL_FILENAME))
     return output_dir

@@ -1,12 +1,20 @@
-r"""albert-convert: any supported checkpoint -> this project's format.
+r"""albert-convert: any supported checkpoint -> this project's format or Hugging Face's.
 
 Reads an original google-research TF1 checkpoint (albert_config.json next to
 it), a Hugging Face ALBERT folder (config.json + model.safetensors) or a
-checkpoint of this project, and writes `albert_config.json` +
-`model.weights.safetensors` (+ the SentencePiece model when given) to --output_dir.
+checkpoint of this project, and writes to --output_dir:
+
+* --to=albert_tf (default): `albert_config.json` + `model.weights.safetensors`
+  (+ the SentencePiece model as spm.model when given);
+* --to=huggingface: a folder `transformers` loads (AlbertForPreTraining,
+  AlbertModel, ...): config.json, model.safetensors (transformers' names,
+  the MLM and SOP heads when the input has them), spiece.model and
+  tokenizer_config.json. Sharing modes Hugging Face cannot express
+  ("attention" / "ffn" with fewer groups than layers) are refused.
 
     albert-convert --input=albert_base/model.ckpt-best --output_dir=albert_base_tf2 \
         --spm_model_file=albert_base/30k-clean.model
+    albert-convert --input=runs/pretrain --output_dir=runs/pretrain_hf --to=huggingface
 """
 
 import os
@@ -27,6 +35,10 @@ def _define_flags() -> None:
         None,
         "SentencePiece model to copy into --output_dir. Default: a *.model file next to --input, if exactly one.",
     )
+    flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "huggingface"],
+                      "Output format: albert_tf (albert_config.json + model.weights.safetensors) or huggingface "
+                      "(config.json + model.safetensors + spiece.model, read by transformers).")
+    flags.DEFINE_bool("do_lower_case", True, "--to=huggingface: recorded in tokenizer_config.json.")
 
 
 def _find_spm_model(path: str):
@@ -42,13 +54,21 @@ def main(argv):
     if not FLAGS.input or not FLAGS.output_dir:
         raise app.UsageError("--input and --output_dir are required.")
     config = albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file) if FLAGS.albert_config_file else None
-    model = albert_tf.load_checkpoint(FLAGS.input, config=config)
+    from albert_tf import checkpoints
+
+    model, missing_heads = checkpoints.load_checkpoint_with_report(FLAGS.input, config=config)
     spm = FLAGS.spm_model_file or _find_spm_model(FLAGS.input)
-    albert_tf.save_pretrained(model, FLAGS.output_dir, spm_model_file=spm)
+    if FLAGS.to == "huggingface":
+        # A sharing layout Hugging Face cannot express is a ValueError: one line from run_binary.
+        checkpoints.save_huggingface(model, FLAGS.output_dir, spm_model_file=spm, missing_heads=missing_heads,
+                                     do_lower_case=FLAGS.do_lower_case)
+    else:
+        albert_tf.save_pretrained(model, FLAGS.output_dir, spm_model_file=spm)
     logging.info(
-        "Converted %s -> %s (%d parameters%s).",
+        "Converted %s -> %s (%s, %d parameters%s).",
         FLAGS.input,
         FLAGS.output_dir,
+        FLAGS.to,
         model.count_params(),
         f", SentencePiece model {spm}" if spm else ", no SentencePiece model",
     )
