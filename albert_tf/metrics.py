@@ -7,7 +7,8 @@ NumPy / pure Python, no TensorFlow: they run on the predictions a model wrote.
 - SQuAD v1.1: `squad_v1_scores` (exact match and F1 with the official answer
   normalisation, max over the gold answers, percentages).
 - SQuAD v2.0: `squad_v2_scores` (no-answer handling, HasAns/NoAns splits and the
-  official best-threshold search over the no-answer scores).
+  official best-threshold search over the no-answer scores; the original's
+  search-then-rescore evaluation is `albert_tf.tasks.span_qa.v2_scores_at_best_threshold`).
 - RACE: `race_accuracy` (accuracy overall and per level, middle/high).
 - Tagging: `tagging_scores` (token accuracy and seqeval-style entity-level
   precision/recall/F1 for BIO tags).
@@ -389,40 +390,6 @@ def squad_v2_scores(gold_answers: Mapping[str, Sequence[str]], predictions: Mapp
     return result
 
 
-def squad_v2_at_best_threshold(gold_answers: Mapping[str, Sequence[str]],
-                               best_non_null: Mapping[str, str],
-                               null_odds: Mapping[str, float]
-                               ) -> Tuple[Dict[str, float], Dict[str, str]]:
-    """The original run_squad_v2 evaluation: search the null-score threshold on
-    these questions (best F1, official search), then score the answers at it.
-
-    Args:
-        gold_answers: question id -> gold texts ([] when unanswerable).
-        best_non_null: question id -> the best non-empty answer.
-        null_odds: question id -> null-score difference (larger = no answer).
-
-    Returns:
-        (scores, predictions): the v2 scores of the answers at the threshold plus
-        best_exact, best_exact_thresh, best_f1, best_f1_thresh and
-        null_score_diff_threshold (= best_f1_thresh); the answers ("" where the
-        null odds exceed the threshold).
-
-    >>> scores, answers = squad_v2_at_best_threshold(
-    ...     {"a": ["x"], "b": []}, {"a": "x", "b": "y"}, {"a": -1.0, "b": 2.0})
-    >>> scores["f1"], scores["null_score_diff_threshold"], answers
-    (100.0, -1.0, {'a': 'x', 'b': ''})
-    """
-    search = squad_v2_scores(gold_answers, best_non_null, na_probs=null_odds)
-    threshold = search["best_f1_thresh"]
-    answers = {qid: "" if null_odds[qid] > threshold else text
-               for qid, text in best_non_null.items()}
-    scores = squad_v2_scores(gold_answers, answers)
-    for key in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"):
-        scores[key] = search[key]
-    scores["null_score_diff_threshold"] = threshold
-    return scores, answers
-
-
 def gold_answers_from_squad(data: Mapping) -> Dict[str, List[str]]:
     """Question id -> gold answer texts of a SQuAD JSON (the parsed file).
 
@@ -555,5 +522,5 @@ __all__ = [
     "accuracy", "average_ranks", "classification_scores", "f1_score", "format_results",
     "get_entities", "gold_answers_from_squad", "matthews_corrcoef", "mean_squared_error",
     "normalize_answer", "pearson", "race_accuracy", "spearman", "squad_exact", "squad_f1",
-    "squad_v1_scores", "squad_v2_at_best_threshold", "squad_v2_scores", "tagging_scores",
+    "squad_v1_scores", "squad_v2_scores", "tagging_scores",
 ]

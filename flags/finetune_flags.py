@@ -94,6 +94,10 @@ def define_finetune_run_flags() -> None:
             "Evaluate on the dev split; writes eval_results.txt.")
     _define(flags.DEFINE_bool, "do_predict", False,
             "Predict the test split (or dev when there is no test file).")
+    _define(flags.DEFINE_integer, "save_checkpoints_steps", 1000,
+            "Save the resume state (weights, optimizer, data position) every "
+            "N steps, besides each epoch end; 0: only at epoch ends. A rerun "
+            "of the same command resumes from the latest one.")
     _define(flags.DEFINE_integer, "steps_per_epoch", None,
             "Optimizer steps per Keras epoch (checkpoint and dev evaluation "
             "interval); default: one pass over the training data.")

@@ -20,7 +20,8 @@ model.weights.safetensors, task_config.json, spm.model; read by
 albert_tf.load_task_model and albert-export as it is), eval_results.txt
 (--do_eval), the prediction files (--do_predict), TensorBoard scalars
 (train/, eval/) and the resume state: running the same command again after
-an interruption continues after the last finished epoch.
+an interruption continues from the last resume checkpoint (every
+--save_checkpoints_steps steps and each epoch end) at the exact data position.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def options_from_flags(flag_values=FLAGS):
         warmup_proportion=f.warmup_proportion, weight_decay_rate=f.weight_decay_rate,
         layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, steps_per_epoch=f.steps_per_epoch,
         strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
-        do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps)
+        do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
+        save_checkpoints_steps=f.save_checkpoints_steps)
 
 
 def main(argv) -> None:

@@ -10,10 +10,10 @@ compute them, and the prediction files.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any, Dict, List, Optional
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 
@@ -78,12 +78,45 @@ class FinetuneTask:
         raise NotImplementedError
 
     def num_examples(self, data: Any) -> int:
-        """Training examples (sets the number of steps per epoch)."""
+        """Training examples as the original counts them for the schedule
+        (``steps = int(num_examples / batch * epochs)``; SQuAD: questions, not windows)."""
         raise NotImplementedError
 
-    def train_dataset(self, data: Any, batch_size: int, seed: int) -> tf.data.Dataset:
-        """(inputs, targets) batches, shuffled with `seed`, repeated forever."""
+    def train_items(self, data: Any) -> Any:
+        """(inputs, targets): nested arrays with one row per training item (a
+        sentence, a SQuAD window, a RACE question), what a batch gathers from."""
         raise NotImplementedError
+
+    def pass_batches(self, data: Any, batch_size: int, seed: int, pass_index: int) -> List[np.ndarray]:
+        """The item indices of each batch of one pass, a function of (seed, pass_index) only.
+
+        Default: the items in random order (`pipelines.finetune.common.shuffled_pass`).
+        """
+        from pipelines.finetune.common import shuffled_pass
+
+        return shuffled_pass(self.num_train_items(data), batch_size, seed, pass_index)
+
+    def num_train_items(self, data: Any) -> int:
+        """Rows of `train_items`."""
+        return int(tf.nest.flatten(self.train_items(data))[0].shape[0])
+
+    def batches_per_pass(self, data: Any, batch_size: int) -> int:
+        """Batches in one pass over the training items: ceil(items / batch_size)."""
+        from pipelines.finetune.common import batches_per_pass
+
+        return batches_per_pass(self.num_train_items(data), batch_size)
+
+    def train_dataset(self, data: Any, batch_size: int, seed: int, start_batch: int = 0) -> tf.data.Dataset:
+        """(inputs, targets) batches, pass after pass forever, from batch `start_batch` of that stream.
+
+        Pass p is `pass_batches(data, batch_size, seed, p)`, so the stream is
+        the same whether a run starts at 0 or resumes at `start_batch`.
+        """
+        from pipelines.finetune.common import passes_dataset
+
+        ds = passes_dataset(self.train_items(data), lambda p: self.pass_batches(data, batch_size, seed, p),
+                            self.num_train_items(data), batch_size, start_batch)
+        return ds.prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------ model
     def build_model(self, config, init_checkpoint: Optional[str], train_data: Any) -> keras.Model:
@@ -103,6 +136,10 @@ class FinetuneTask:
     def evaluate(self, model: keras.Model, data: Any, batch_size: int) -> Dict[str, float]:
         """Dev metrics as the official scripts compute them (includes `selection_metric`)."""
         raise NotImplementedError
+
+    def record_selection(self, results: Dict[str, float], output_dir: str) -> None:
+        """Called after the best-on-dev model is saved to output_dir with its dev
+        results (SQuAD v2 records its threshold there); default: nothing."""
 
     def predict(self, model: keras.Model, data: Any, batch_size: int, output_dir: str) -> List[str]:
         """Writes the prediction file(s) into output_dir and returns their paths."""
@@ -137,12 +174,3 @@ def predict_in_batches(model: keras.Model, inputs: Any, batch_size: int) -> Any:
     # split a (text, text_pair) input.
     dataset = tf.data.Dataset.from_tensor_slices((inputs,)).batch(batch_size)
     return model.predict(dataset, verbose=0)
-
-
-def split_file(data_dir: str, *names: str) -> Optional[str]:
-    """The first of `names` that exists in data_dir, else None."""
-    for name in names:
-        path = os.path.join(data_dir, name)
-        if os.path.exists(path):
-            return path
-    return None

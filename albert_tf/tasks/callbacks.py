@@ -4,8 +4,9 @@
 2.21 does not install; `ScalarSummaries` writes the same event records with
 TensorFlow's core summary ops. `keras.callbacks.BackupAndRestore` stores
 weights in HDF5 through `model.save_weights`; `ResumeCheckpoint` uses a
-`tf.train.Checkpoint` of the model *and* the optimizer instead (works under
-every `tf.distribute` strategy and restores the learning-rate schedule's step).
+`tf.train.Checkpoint` of the model, the optimizer, the dropout seed states and
+the data position instead (works under every `tf.distribute` strategy, restores
+the learning-rate schedule's step, and resumes mid-epoch).
 """
 
 from __future__ import annotations
@@ -124,46 +125,96 @@ class ScalarSummaries(keras.callbacks.Callback):
         self._eval.flush()
 
 
-class ResumeCheckpoint(keras.callbacks.Callback):
-    """Saves model + optimizer + finished epochs at each epoch end; `restore()` picks them up.
+def seed_states(model: keras.Model) -> list:
+    """The state variables of the model's random seed generators (dropout).
 
-    A rerun of the same command calls `restore()` before `fit` and passes the
-    returned epoch as `initial_epoch`, so it continues after the last
-    finished epoch (steps of an unfinished epoch are redone).
+    `model.variables` holds them but `model.weights` does not, and a
+    `tf.train.Checkpoint` of the model leaves them out; without them a resumed
+    run would draw other dropout masks than an uninterrupted one.
+    """
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
+class ResumeCheckpoint(keras.callbacks.Callback):
+    """Saves the run state every `save_steps` batches and at each epoch end; `restore()` picks it up.
+
+    The state is model + optimizer + dropout seed states + the data position:
+    batches trained, and the pass over the training data and the batch within
+    it that come next (the data order is a function of the seed and the pass,
+    `pipelines.finetune.common.passes_dataset`, so a resumed run sees exactly
+    the batches an uninterrupted run would). A rerun of the same command calls
+    `restore()` before training and starts its dataset at the returned batch.
 
     Args:
         output_dir: the run's folder; the state lives in ``output_dir/resume``.
         model: the compiled model (its optimizer must exist).
+        batches_per_pass: batches in one pass over the training data.
+        save_steps: save every this many batches (None or 0: only at epoch
+            ends). A batch that ends an epoch is saved by `on_epoch_end`, after
+            the dev evaluation (`BestOnDev` runs before this callback).
         max_to_keep: checkpoints kept.
     """
 
-    def __init__(self, output_dir: str, model: keras.Model, max_to_keep: int = 1):
+    def __init__(self, output_dir: str, model: keras.Model, batches_per_pass: int = 1,
+                 save_steps: Optional[int] = None, max_to_keep: int = 1):
         super().__init__()
+        if batches_per_pass < 1:
+            raise ValueError(f"batches_per_pass must be positive, got {batches_per_pass!r}.")
         self.directory = os.path.join(output_dir, RESUME_DIR)
+        self.batches_per_pass = int(batches_per_pass)
+        self.save_steps = int(save_steps or 0)
         self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="finished_epochs")
-        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch)
+        self.batches = tf.Variable(0, dtype=tf.int64, trainable=False, name="batches_done")
+        self.data_pass = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_pass")
+        self.pass_batch = tf.Variable(0, dtype=tf.int64, trainable=False, name="pass_batch")
+        self._done = 0
+        self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch,
+                                               batches=self.batches, data_pass=self.data_pass,
+                                               pass_batch=self.pass_batch, seed_states=seed_states(model))
         self._manager = tf.train.CheckpointManager(self._checkpoint, self.directory, max_to_keep=max_to_keep)
 
     def restore(self) -> int:
-        """Restores the latest state (if any) and returns the number of finished epochs."""
+        """Restores the latest state (if any) and returns the number of batches trained."""
         latest = self._manager.latest_checkpoint
         if not latest:
             return 0
         # The optimizer's slots exist only after it is built.
         self.model_optimizer_build()
         self._checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("Resuming from %s: %d epoch(s) done, optimizer step %d.", latest,
-                     int(self.epoch.numpy()), int(self._checkpoint.optimizer.iterations.numpy()))
-        return int(self.epoch.numpy())
+        self._done = int(self.batches.numpy())
+        position = (int(self.data_pass.numpy()), int(self.pass_batch.numpy()))
+        if position != divmod(self._done, self.batches_per_pass):
+            raise ValueError(
+                f"{latest}: data position pass {position[0]} batch {position[1]} does not match "
+                f"{self._done} batches of {self.batches_per_pass} a pass: the training data changed.")
+        logging.info("Resuming from %s: %d batch(es) done (%d epoch(s)), next data pass %d batch %d, "
+                     "optimizer step %d.", latest, self._done, int(self.epoch.numpy()), position[0],
+                     position[1], int(self._checkpoint.optimizer.iterations.numpy()))
+        return self._done
 
     def model_optimizer_build(self) -> None:
         model = self._checkpoint.model
         if not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
 
+    def _save(self) -> None:
+        self.batches.assign(self._done)
+        data_pass, pass_batch = divmod(self._done, self.batches_per_pass)
+        self.data_pass.assign(data_pass)
+        self.pass_batch.assign(pass_batch)
+        self._manager.save(checkpoint_number=self._done)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._done += 1
+        steps = (self.params or {}).get("steps")
+        ends_epoch = steps is not None and batch + 1 >= steps
+        if self.save_steps and self._done % self.save_steps == 0 and not ends_epoch:
+            self._save()
+
     def on_epoch_end(self, epoch, logs=None):
         self.epoch.assign(epoch + 1)
-        self._manager.save(checkpoint_number=epoch + 1)
+        self._save()
 
 
 class BestOnDev(keras.callbacks.Callback):
@@ -177,12 +228,16 @@ class BestOnDev(keras.callbacks.Callback):
         save: model -> None, writes the fine-tuned model to output_dir.
         output_dir: where best_dev.json lives.
         summaries: optional `ScalarSummaries` to record dev results.
+        on_improvement: optional results -> None, called after each save
+            (e.g. to record the SQuAD v2 threshold beside the saved model).
     """
 
     def __init__(self, evaluate: Callable[[keras.Model], Dict[str, float]], metric: str,
                  save: Callable[[keras.Model], None], output_dir: str,
-                 summaries: Optional[ScalarSummaries] = None):
+                 summaries: Optional[ScalarSummaries] = None,
+                 on_improvement: Optional[Callable[[Dict[str, float]], None]] = None):
         super().__init__()
+        self.on_improvement = on_improvement
         self.evaluate = evaluate
         self.metric = metric
         self.save = save
@@ -208,6 +263,8 @@ class BestOnDev(keras.callbacks.Callback):
                      " (best so far: saved)" if improved else f" (best {self.metric} {best:.4f} kept)")
         if improved:
             self.save(self.model)
+            if self.on_improvement is not None:
+                self.on_improvement(results)
             self.best = {**{k: float(v) for k, v in results.items() if isinstance(v, (int, float))},
                          "epoch": epoch + 1}
             with atomic_write(self.path, "w") as f:

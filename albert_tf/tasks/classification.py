@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions, pretrained_or_random, predict_in_batches
 from pipelines.fileio import atomic_write
+from pipelines.finetune.common import softmax
 
 
 @dataclasses.dataclass
@@ -37,6 +38,7 @@ class ClassificationData:
         labels: int label ids, float targets (regression), or None (unlabelled test).
         label_names: class names in id order ([] for regression).
         guids: example ids (for submit_results.tsv).
+        lengths: packed lengths, computed once for length buckets (`packed_lengths`).
     """
 
     texts: List[str]
@@ -44,6 +46,7 @@ class ClassificationData:
     labels: Optional[np.ndarray]
     label_names: List[str]
     guids: List[str]
+    lengths: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -54,19 +57,6 @@ class ClassificationData:
         if self.text_pairs is None:
             return texts
         return texts, np.asarray(self.text_pairs, dtype=object)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax in float64.
-
-    Example:
-    >>> softmax(np.array([[0.0, 0.0], [np.log(3.0), 0.0]])).round(3).tolist()
-    [[0.5, 0.5], [0.75, 0.25]]
-    """
-    z = np.asarray(logits, np.float64)
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def cross_entropy(logits: np.ndarray, labels: np.ndarray) -> float:
@@ -149,22 +139,22 @@ class ClassificationTask(FinetuneTask):
             self.label_names = list(data.label_names)
         return data
 
-    def train_dataset(self, data: ClassificationData, batch_size: int, seed: int) -> tf.data.Dataset:
-        """(strings, labels) batches forever: with `options.length_buckets` (and a
-        SentencePiece model) batches of similar length, each pass in random order
-        (`pipelines.finetune.common.length_bucketed_dataset`), so a batch pads only
-        to lengths close to its own; otherwise shuffled batches of mixed length."""
-        from pipelines.finetune.common import length_bucketed_dataset
+    def train_items(self, data: ClassificationData):
+        if data.labels is None:
+            raise ValueError(f"The training split of {self.name} has no labels.")
+        return data.inputs(), data.labels.astype(np.float32 if self.is_regression else np.int32)
 
-        labels = data.labels.astype(np.float32 if self.is_regression else np.int32)
-        if self.options.length_buckets and self.options.spm_model_file:
-            columns = tf.nest.map_structure(lambda t: tf.constant(t, tf.string), data.inputs())
-            lengths = packed_lengths(data, self.options)
-            ds = length_bucketed_dataset((columns, tf.constant(labels)), lengths, batch_size, seed)
-            return ds.prefetch(tf.data.AUTOTUNE)
-        ds = tf.data.Dataset.from_tensor_slices((data.inputs(), labels))
-        ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True).repeat()
-        return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    def pass_batches(self, data: ClassificationData, batch_size: int, seed: int, pass_index: int):
+        """With `options.length_buckets` (and a SentencePiece model): batches of
+        similar length, in random order (`pipelines.finetune.common.length_bucketed_pass`),
+        so a batch pads only to lengths close to its own; otherwise random batches."""
+        from pipelines.finetune.common import length_bucketed_pass
+
+        if not (self.options.length_buckets and self.options.spm_model_file):
+            return super().pass_batches(data, batch_size, seed, pass_index)
+        if data.lengths is None:
+            data.lengths = packed_lengths(data, self.options)
+        return length_bucketed_pass(data.lengths, batch_size, seed, pass_index)
 
     def build_model(self, config, init_checkpoint, train_data: ClassificationData) -> keras.Model:
         from albert_tf.models import AlbertClassifier

@@ -15,11 +15,11 @@ from typing import Dict, List, Optional
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.tasks.base import FinetuneTask, pretrained_or_random, predict_in_batches
-from albert_tf.tasks.classification import cross_entropy, softmax
+from albert_tf.tasks.classification import cross_entropy
 from pipelines.fileio import atomic_write
+from pipelines.finetune.common import softmax
 
 LETTERS = "ABCDEFGHIJ"
 
@@ -44,14 +44,11 @@ class RaceTask(FinetuneTask):
     def num_examples(self, data) -> int:
         return len(data)
 
-    def train_dataset(self, data, batch_size: int, seed: int) -> tf.data.Dataset:
+    def train_items(self, data):
         missing = [e for e in data if e.label is None]
         if missing:
             raise ValueError(f"{missing[0].source}: {missing[0].example_id!r} has no answer.")
-        labels = np.asarray([e.label for e in data], np.int32)
-        ds = tf.data.Dataset.from_tensor_slices((_inputs(data), labels))
-        ds = ds.shuffle(len(data), seed=seed, reshuffle_each_iteration=True).repeat()
-        return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+        return _inputs(data), np.asarray([e.label for e in data], np.int32)
 
     def build_model(self, config, init_checkpoint, train_data) -> keras.Model:
         from albert_tf.models import AlbertMultipleChoice

@@ -14,8 +14,10 @@ writes the results:
       test_results.tsv, ...        the task's prediction files (--do_predict)
       best_dev.json, resume/, train/, eval/   run state and summaries
 
-Running the same options again after an interruption resumes after the last
-finished epoch; a finished run is not trained again.
+Running the same options again after an interruption resumes from the last
+resume checkpoint (every --save_checkpoints_steps steps and at each epoch end)
+at the exact data position; a finished run is not trained again, and other
+settings in the same output_dir are refused (`run_settings`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from absl import logging
 
@@ -61,6 +63,8 @@ class FinetuneOptions:
         do_train / do_eval / do_predict: what to run.
         seed: head initialisation, dropout and data order.
         log_steps: progress line and summary interval.
+        save_checkpoints_steps: resume state every N steps (and at each Keras
+            epoch end); None or 0: only at epoch ends.
     """
 
     task: str
@@ -88,6 +92,7 @@ class FinetuneOptions:
     do_predict: bool = False
     seed: int = 12345
     log_steps: int = 50
+    save_checkpoints_steps: Optional[int] = 1000
 
     def validate(self) -> None:
         """Raises ValueError naming the flag for inconsistent options."""
@@ -118,6 +123,8 @@ class FinetuneOptions:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
             raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
+        if self.save_checkpoints_steps is not None and self.save_checkpoints_steps < 0:
+            raise ValueError(f"--save_checkpoints_steps must be >= 0, got {self.save_checkpoints_steps!r}.")
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
             raise ValueError(f"--steps_per_epoch must be positive, got {self.steps_per_epoch!r}.")
         if self.strategy == "multi_worker_mirrored":
@@ -155,14 +162,21 @@ def find_spm_model(options: FinetuneOptions) -> str:
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
     """Steps of the run as the original counts them, split into Keras epochs.
 
-    ``total = int(num_examples / batch * epochs)`` (at least 1), warmup =
-    ``int(total * warmup_proportion)``; the run is cut into
-    ``ceil(total / steps_per_epoch)`` Keras epochs of equal length.
+    ``total = int(num_examples / batch * epochs)`` (at least 1) exactly,
+    warmup = ``int(total * warmup_proportion)``. Keras epochs (the dev
+    evaluation interval) hold ``steps_per_epoch`` steps, default one pass
+    ``ceil(num_examples / batch)``, evened out over the
+    ``epochs = ceil(total / steps_per_epoch)`` epochs; the last epoch holds
+    what remains (``last_epoch_steps`` <= ``steps_per_epoch``).
 
-    Example:
+    Example (1,000 examples, batch 32, 3 epochs: int(93.75) = 93 steps; 10
+    steps in epochs of at most 4: 3 epochs of 4, 4 and 2):
     >>> o = FinetuneOptions("csv", "d", "o", num_train_epochs=3, train_batch_size=32)
     >>> training_schedule(1000, o)
-    {'total_steps': 93, 'warmup_steps': 9, 'epochs': 3, 'steps_per_epoch': 31}
+    {'total_steps': 93, 'warmup_steps': 9, 'epochs': 3, 'steps_per_epoch': 31, 'last_epoch_steps': 31}
+    >>> o = FinetuneOptions("csv", "d", "o", num_train_epochs=1, train_batch_size=1, steps_per_epoch=4)
+    >>> training_schedule(10, o)
+    {'total_steps': 10, 'warmup_steps': 1, 'epochs': 3, 'steps_per_epoch': 4, 'last_epoch_steps': 2}
     """
     if num_examples <= 0:
         raise ValueError(f"The training split of --data_dir={options.data_dir!r} has no examples.")
@@ -170,8 +184,40 @@ def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, 
     per_epoch = options.steps_per_epoch or max(1, math.ceil(num_examples / options.train_batch_size))
     epochs = max(1, math.ceil(total / per_epoch))
     per_epoch = math.ceil(total / epochs)
-    return {"total_steps": epochs * per_epoch, "warmup_steps": int(epochs * per_epoch * options.warmup_proportion),
-            "epochs": epochs, "steps_per_epoch": per_epoch}
+    return {"total_steps": total, "warmup_steps": int(total * options.warmup_proportion),
+            "epochs": epochs, "steps_per_epoch": per_epoch, "last_epoch_steps": total - (epochs - 1) * per_epoch}
+
+
+def fit_segments(done: int, schedule: Dict[str, int]) -> List[Dict[str, int]]:
+    """The `model.fit` calls that train steps `done`..total in the schedule's Keras epochs.
+
+    One call covers a run of whole epochs of equal length; a resumed partial
+    epoch and a shorter last epoch get their own call. Each dict holds
+    initial_epoch, epochs (the fit argument: the epoch to stop before),
+    steps_per_epoch and start (the batch the call's dataset starts at).
+
+    Example (10 steps in epochs of 4, resumed after step 5):
+    >>> s = {"total_steps": 10, "steps_per_epoch": 4}
+    >>> [tuple(c.values()) for c in fit_segments(5, s)]
+    [(1, 2, 3, 5), (2, 3, 2, 8)]
+    >>> [tuple(c.values()) for c in fit_segments(0, s)]
+    [(0, 2, 4, 0), (2, 3, 2, 8)]
+    """
+    total, per_epoch = schedule["total_steps"], schedule["steps_per_epoch"]
+    calls, step = [], done
+    while step < total:
+        epoch = step // per_epoch
+        if step % per_epoch == 0 and total - step >= per_epoch:
+            count = (total - step) // per_epoch
+            calls.append({"initial_epoch": epoch, "epochs": epoch + count, "steps_per_epoch": per_epoch,
+                          "start": step})
+            step += count * per_epoch
+        else:
+            end = min((epoch + 1) * per_epoch, total)
+            calls.append({"initial_epoch": epoch, "epochs": epoch + 1, "steps_per_epoch": end - step,
+                          "start": step})
+            step = end
+    return calls
 
 
 def _make_optimizer(options: FinetuneOptions, schedule: Dict[str, int], model):
@@ -210,20 +256,43 @@ def read_eval_results(path: str) -> Dict[str, float]:
     return results
 
 
-def _check_run_state(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[str, int]) -> None:
+def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[str, int],
+                 precision: str) -> Dict[str, Any]:
+    """What a resumed run must share with the run that wrote the state: the
+    data, model, schedule, optimizer and every reader setting of the task."""
+    o, t = options, options.task_options
+    state = {"task": task.name, "data_dir": os.path.abspath(o.data_dir), "init_checkpoint": o.init_checkpoint,
+             "albert_config_file": o.albert_config_file, "train_batch_size": o.train_batch_size,
+             "learning_rate": o.learning_rate, "seed": o.seed, "layerwise_lr_decay": o.layerwise_lr_decay,
+             "weight_decay_rate": o.weight_decay_rate, "dropout": t.dropout_rate,
+             "do_lower_case": t.do_lower_case, "max_seq_length": t.max_seq_length,
+             "mixed_precision": precision, **schedule}
+    if task.name.startswith("squad"):
+        state.update(doc_stride=t.doc_stride, max_query_length=t.max_query_length)
+    elif task.name == "race":
+        state["max_qa_length"] = t.max_qa_length
+    else:  # classification and tagging; length buckets set the data order
+        state["length_buckets"] = t.length_buckets
+        if task.name == "csv":
+            state.update(text_column=t.text_column, text_b_column=t.text_b_column,
+                         label_column=t.label_column, regression=t.regression)
+    for name in ("optimizer", "pooling"):  # when this version has them
+        for holder in (o, t):
+            if hasattr(holder, name):
+                state[name] = getattr(holder, name)
+    return state
+
+
+def _check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
     """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
     from pipelines.fileio import atomic_write
 
-    state = {"task": task.name, "init_checkpoint": options.init_checkpoint,
-             "albert_config_file": options.albert_config_file, "train_batch_size": options.train_batch_size,
-             "learning_rate": options.learning_rate, "max_seq_length": options.task_options.max_seq_length,
-             "optimizer": options.optimizer,
-             **schedule}
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
-        diff = {k: (previous.get(k), v) for k, v in state.items() if previous.get(k) != v}
+        keys = sorted(set(state) | set(previous))
+        diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)}
         if diff:
             raise ValueError(
                 f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "
@@ -247,24 +316,24 @@ def _model_config(options: FinetuneOptions):
 
 
 # ------------------------------------------------------------------ stages
-def _train(task, options, strategy, train_data, dev_data, spm_model_file) -> Any:
-    import keras
-
+def _train(task, options, strategy, train_data, dev_data, spm_model_file, precision) -> Any:
     import albert_tf
     from albert_tf.tasks import callbacks as cb
 
     schedule = training_schedule(task.num_examples(train_data), options)
-    _check_run_state(options, task, schedule)
-    logging.info("Training %s on %d examples: %d steps (%d epoch(s) x %d), %d warmup, batch %d, %d replica(s).",
-                 task.name, task.num_examples(train_data), schedule["total_steps"], schedule["epochs"],
-                 schedule["steps_per_epoch"], schedule["warmup_steps"], options.train_batch_size,
+    per_pass = task.batches_per_pass(train_data, options.train_batch_size)
+    _check_run_state(options, run_settings(options, task, schedule, precision))
+    logging.info("Training %s on %d examples (%d batches a pass): %d steps (%d epoch(s) of %d, the last %d), "
+                 "%d warmup, batch %d, %d replica(s).", task.name, task.num_examples(train_data), per_pass,
+                 schedule["total_steps"], schedule["epochs"], schedule["steps_per_epoch"],
+                 schedule["last_epoch_steps"], schedule["warmup_steps"], options.train_batch_size,
                  strategy.num_replicas_in_sync)
     with strategy.scope():
         model = task.build_model(_model_config(options), options.init_checkpoint, train_data)
         model.compile(optimizer=_make_optimizer(options, schedule, model), loss=task.loss(),
                       metrics=task.compile_metrics())
-        resume = cb.ResumeCheckpoint(options.output_dir, model)
-        initial_epoch = resume.restore()
+        resume = cb.ResumeCheckpoint(options.output_dir, model, per_pass, options.save_checkpoints_steps)
+        done = resume.restore()
 
     def save(m):
         albert_tf.save_task_model(m, options.output_dir, spm_model_file=spm_model_file)
@@ -273,15 +342,19 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file) -> Any
     callbacks = [cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
     if dev_data is not None:
         callbacks.append(cb.BestOnDev(lambda m: task.evaluate(m, dev_data, options.eval_batch_size),
-                                      task.selection_metric, save, options.output_dir, summaries))
+                                      task.selection_metric, save, options.output_dir, summaries,
+                                      on_improvement=lambda results: task.record_selection(
+                                          results, options.output_dir)))
     callbacks.append(resume)  # after BestOnDev: an epoch counts as done once its best model is saved
-    if initial_epoch >= schedule["epochs"]:
-        logging.info("Training already finished (%d epochs) in %s.", initial_epoch, options.output_dir)
-    else:
-        dataset = task.train_dataset(train_data, options.train_batch_size, options.seed)
-        started = time.time()
-        model.fit(dataset, epochs=schedule["epochs"], steps_per_epoch=schedule["steps_per_epoch"],
-                  initial_epoch=initial_epoch, callbacks=callbacks, verbose=0, shuffle=False)
+    calls = fit_segments(done, schedule)
+    if not calls:
+        logging.info("Training already finished (%d steps) in %s.", done, options.output_dir)
+    started = time.time()
+    for call in calls:  # each starts its data where the previous one (or the interrupted run) stopped
+        dataset = task.train_dataset(train_data, options.train_batch_size, options.seed, start_batch=call["start"])
+        model.fit(dataset, epochs=call["epochs"], steps_per_epoch=call["steps_per_epoch"],
+                  initial_epoch=call["initial_epoch"], callbacks=callbacks, verbose=0, shuffle=False)
+    if calls:
         logging.info("Training took %.1f s.", time.time() - started)
     if dev_data is None:
         save(model)  # no dev split to choose by: the last weights
@@ -350,7 +423,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                 if test_data is None:
                     raise FileNotFoundError(f"--do_predict: no test or dev split in --data_dir={options.data_dir!r}.")
         if options.do_train:
-            model = _train(task, options, strategy, train_data, dev_data, task_options.spm_model_file)
+            model = _train(task, options, strategy, train_data, dev_data, task_options.spm_model_file,
+                           precision)
         result: Dict[str, Any] = {"model": model, "task": task}
         if options.do_eval:
             results = task.evaluate(model, dev_data, options.eval_batch_size)

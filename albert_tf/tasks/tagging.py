@@ -20,7 +20,6 @@ from typing import Any, Dict, List, Optional
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions, pretrained_or_random, predict_in_batches
 from pipelines.fileio import atomic_write
@@ -78,11 +77,8 @@ class TaggingTask(FinetuneTask):
     def num_examples(self, data: TaggingData) -> int:
         return len(data.features)
 
-    def train_dataset(self, data: TaggingData, batch_size: int, seed: int) -> tf.data.Dataset:
-        f = data.features
-        ds = tf.data.Dataset.from_tensor_slices((f.model_inputs(), f.label_ids))
-        ds = ds.shuffle(len(f), seed=seed, reshuffle_each_iteration=True).repeat()
-        return ds.batch(batch_size, drop_remainder=True).prefetch(tf.data.AUTOTUNE)
+    def train_items(self, data: TaggingData):
+        return data.features.model_inputs(), data.features.label_ids
 
     def build_model(self, config, init_checkpoint, train_data) -> keras.Model:
         from albert_tf.models import AlbertTokenClassifier

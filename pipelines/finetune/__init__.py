@@ -13,11 +13,11 @@ squad, race, tagging, sp_text (PieceText).
 
 from pipelines.finetune.common import TextExample, encode_labels, text_dataset
 from pipelines.finetune.glue import GLUE_TASKS, glue_task, read_glue
-from pipelines.finetune.race import RaceExample, build_choice, race_dataset, read_race
+from pipelines.finetune.race import RaceExample, build_choice, read_race
 from pipelines.finetune.sp_text import PieceText
 from pipelines.finetune.squad import (SquadExample, SquadFeatures, SquadPredictions,
-                                      apply_null_threshold, convert_examples_to_features,
-                                      find_squad_file, postprocess_predictions,
+                                      answers_at_threshold, convert_examples_to_features,
+                                      postprocess_predictions,
                                       read_squad_examples, write_predictions)
 from pipelines.finetune.tabular import TabularData, read_table, read_tabular_task
 from pipelines.finetune.tagging import (TaggedSentence, TaggingFeatures,
@@ -26,9 +26,9 @@ from pipelines.finetune.tagging import (TaggedSentence, TaggingFeatures,
 
 __all__ = [
     "GLUE_TASKS", "PieceText", "RaceExample", "SquadExample", "SquadFeatures", "SquadPredictions",
-    "TabularData", "TaggedSentence", "TaggingFeatures", "TextExample", "apply_null_threshold",
+    "TabularData", "TaggedSentence", "TaggingFeatures", "TextExample", "answers_at_threshold",
     "build_choice", "convert_examples_to_features", "convert_sentences_to_features",
-    "encode_labels", "find_squad_file", "glue_task", "learn_tag_names", "postprocess_predictions",
-    "race_dataset", "read_conll", "read_glue", "read_race", "read_squad_examples", "read_table",
+    "encode_labels", "glue_task", "learn_tag_names", "postprocess_predictions",
+    "read_conll", "read_glue", "read_race", "read_squad_examples", "read_table",
     "read_tabular_task", "text_dataset", "write_predictions",
 ]

@@ -19,8 +19,9 @@ import csv
 import dataclasses
 import io
 import json
+import os
 import sys
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -181,6 +182,32 @@ def json_lines(path: str, lines: Sequence[str]) -> Iterator[Tuple[int, dict]]:
         yield line, record
 
 
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, in float64 (class probabilities, SQuAD n-best probabilities).
+
+    Example:
+    >>> softmax(np.array([[0.0, 0.0], [np.log(3.0), 0.0]])).round(3).tolist()
+    [[0.5, 0.5], [0.75, 0.25]]
+    """
+    z = np.asarray(logits, np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def split_file(data_dir: str, *names: str) -> Optional[str]:
+    """The first of `names` that exists in data_dir (local or any tf.io.gfile path), else None.
+
+    >>> split_file("no-such-folder", "dev.json", "dev-v2.0.json") is None
+    True
+    """
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    return None
+
+
 # ------------------------------------------------------- length buckets
 # Batches per sorting window: large enough that each batch holds examples of
 # nearly one length, small enough that which examples share a window (and so
@@ -271,8 +298,83 @@ def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pas
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
+def shuffled_pass(num_items: int, batch_size: int, seed: int, pass_index: int) -> List[np.ndarray]:
+    """One pass over `num_items` items in random order, cut into `pass_batch_sizes` batches.
+
+    The order depends only on (seed, pass_index), so a resumed run can start
+    at any batch of any pass and see what an uninterrupted run sees.
+
+    Example:
+    >>> [b.tolist() for b in shuffled_pass(5, 2, seed=0, pass_index=0)]
+    [[2, 4], [3, 0], [1]]
+    >>> sorted(int(i) for b in shuffled_pass(5, 2, seed=0, pass_index=1) for i in b)
+    [0, 1, 2, 3, 4]
+    """
+    if num_items < 1 or batch_size < 1:
+        raise ValueError(f"shuffled_pass: num_items {num_items!r} and batch_size {batch_size!r} must be positive.")
+    order = np.random.default_rng([int(seed), int(pass_index)]).permutation(int(num_items))
+    bounds = np.cumsum([0] + pass_batch_sizes(num_items, batch_size))
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def batches_per_pass(num_items: int, batch_size: int) -> int:
+    """Batches in one pass of `shuffled_pass` / `length_bucketed_pass`: ceil(n / batch_size).
+
+    >>> batches_per_pass(70, 8)
+    9
+    """
+    return len(pass_batch_sizes(num_items, batch_size))
+
+
+def passes_dataset(columns, pass_batches: Callable[[int], Sequence[np.ndarray]], num_items: int,
+                   batch_size: int, start_batch: int = 0) -> tf.data.Dataset:
+    """Batches of `columns`, pass after pass, forever, from batch `start_batch` of the stream.
+
+    Batch k of the stream is batch k mod B of pass k div B (B =
+    `batches_per_pass`), so starting at `start_batch` gives exactly the
+    batches a run from 0 would see from there on: resuming skips no example
+    and repeats none.
+
+    Args:
+        columns: a tensor, or a nested structure of tensors/arrays, one row per item.
+        pass_batches: pass index -> its batches of item indices (each pass
+            holds `batches_per_pass(num_items, batch_size)` batches).
+        num_items: rows of `columns`.
+        batch_size: the largest batch.
+        start_batch: batches already consumed.
+
+    Example:
+    >>> ds = passes_dataset(tf.constant([10, 11, 12]), lambda p: shuffled_pass(3, 2, 0, p), 3, 2,
+    ...                     start_batch=1)
+    >>> [b.tolist() for b in ds.take(2).as_numpy_iterator()]  # pass 0 batch 1, pass 1 batch 0
+    [[11], [12, 10]]
+    """
+    columns = tf.nest.map_structure(tf.convert_to_tensor, columns)
+    for column in tf.nest.flatten(columns):
+        if int(column.shape[0]) != num_items:
+            raise ValueError(f"passes_dataset: a column has {column.shape[0]} rows but there are "
+                             f"{num_items} items.")
+    per_pass = batches_per_pass(num_items, batch_size)
+    first_pass, first_batch = divmod(int(start_batch), per_pass)
+
+    def batches():
+        pass_index, skip = first_pass, first_batch
+        while True:
+            chosen = list(pass_batches(pass_index))
+            if len(chosen) != per_pass:
+                raise ValueError(f"passes_dataset: pass {pass_index} has {len(chosen)} batches, "
+                                 f"expected {per_pass}.")
+            yield from chosen[skip:]
+            pass_index, skip = pass_index + 1, 0
+
+    indices = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.int64))
+    return indices.map(lambda idx: tf.nest.map_structure(lambda c: tf.gather(c, idx), columns),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
 def length_bucketed_dataset(columns, lengths: Sequence[int], batch_size: int, seed: int,
-                            batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW) -> tf.data.Dataset:
+                            batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW,
+                            start_batch: int = 0) -> tf.data.Dataset:
     """Batches of `columns` in length buckets, pass after pass, forever.
 
     Each batch pads only to its own longest example (the task models'
@@ -286,6 +388,7 @@ def length_bucketed_dataset(columns, lengths: Sequence[int], batch_size: int, se
         batch_size: examples per batch.
         seed: fixes every pass's batches and order.
         batches_per_window: batches sorted together.
+        start_batch: batches already consumed (`passes_dataset`).
 
     Returns:
         A dataset of `columns` batches (batch dimension None: when batch_size
@@ -303,13 +406,6 @@ def length_bucketed_dataset(columns, lengths: Sequence[int], batch_size: int, se
         if int(column.shape[0]) != len(lengths):
             raise ValueError(f"length_bucketed_dataset: a column has {column.shape[0]} rows but there are "
                              f"{len(lengths)} lengths.")
-
-    def batches():
-        pass_index = 0
-        while True:
-            yield from length_bucketed_pass(lengths, batch_size, seed, pass_index, batches_per_window)
-            pass_index += 1
-
-    indices = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.int64))
-    return indices.map(lambda idx: tf.nest.map_structure(lambda c: tf.gather(c, idx), columns),
-                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return passes_dataset(
+        columns, lambda p: length_bucketed_pass(lengths, batch_size, seed, p, batches_per_window),
+        len(lengths), batch_size, start_batch)

@@ -47,7 +47,8 @@ class GlueTask:
         test_text_a, test_text_b: column indices of the test file.
         labelled_header: whether train/dev files start with a header line.
         dev_file, test_file: file stems of the dev and test splits.
-        skip_short_lines: skip (and count) lines with too few fields (QQP).
+        skip_short_lines: skip (and count) train/dev lines with too few fields
+            (QQP, as the original); a short test line is an error naming it.
     """
 
     name: str
@@ -143,8 +144,9 @@ def read_glue(data_dir: str, task: str, split: str) -> Tuple[List[TextExample], 
 
     Raises:
         FileNotFoundError: the file is missing.
-        ValueError: naming file and line, for an empty file, a missing column, a
-            label outside the task's label list or a non-numeric STS-B score.
+        ValueError: naming file and line, for an empty file, a missing column
+            (also on a QQP test line: only train/dev skip them), a label outside
+            the task's label list or a non-numeric STS-B score.
     """
     spec = glue_task(task)
     path = glue_file(data_dir, task, split)
@@ -164,7 +166,9 @@ def read_glue(data_dir: str, task: str, split: str) -> Tuple[List[TextExample], 
             text_a_col, text_b_col = spec.test_text_a, spec.test_text_b
         needed = max(c for c in (text_a_col, text_b_col, spec.label if labelled else 0)
                      if c is not None and c >= 0)
-        if spec.skip_short_lines and len(fields) <= needed:
+        # The original skips QQP's garbage train/dev lines; on a test line it
+        # fails (a skipped row would be missing from submit_results.tsv).
+        if spec.skip_short_lines and labelled and len(fields) <= needed:
             skipped += 1
             continue
         text_a = _field(fields, text_a_col, path, line, "text_a")

@@ -24,7 +24,6 @@ import json
 import os
 from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
 
-import numpy as np
 import tensorflow as tf
 
 from pipelines.finetune.common import json_lines
@@ -150,30 +149,3 @@ def read_race(data_dir: str, split: str, levels: Sequence[str] = LEVELS,
     if not examples:
         raise ValueError(f"No RACE questions in {files!r}.")
     return examples
-
-
-def race_dataset(examples: Sequence[RaceExample], *, with_labels: bool = True,
-                 batch_size: Optional[int] = None, shuffle: bool = False, seed: int = 0,
-                 drop_remainder: bool = False) -> tf.data.Dataset:
-    """Raw strings for AlbertMultipleChoice: ({"text": [B], "choices": [B, N]}, label [B]).
-
-    Raises:
-        ValueError: no examples, or (with labels) an example without a label.
-    """
-    if not examples:
-        raise ValueError("race_dataset: no examples.")
-    x = {"text": tf.constant([e.context for e in examples], tf.string),
-         "choices": tf.constant([list(e.choices) for e in examples], tf.string)}
-    if with_labels:
-        missing = [e for e in examples if e.label is None]
-        if missing:
-            raise ValueError(f"{missing[0].source}: {missing[0].example_id!r} has no answer.")
-        labels = np.asarray([e.label for e in examples], np.int32)
-        dataset = tf.data.Dataset.from_tensor_slices((x, labels))
-    else:
-        dataset = tf.data.Dataset.from_tensor_slices(x)
-    if shuffle:
-        dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-    if batch_size:
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset

@@ -14,7 +14,8 @@ back to answer strings, as the original ALBERT `squad_utils`.
 - `postprocess_predictions`: n-best spans per question (top `n_best_size` starts
   x ends per window, `max_answer_length`, the max-context check, one entry per
   distinct text) mapped back to a substring of the ORIGINAL context; SQuAD v2
-  null scores and the null-score-difference threshold; `write_predictions`
+  null scores and the null-score-difference threshold (`answers_at_threshold`,
+  the one place that rule lives); `write_predictions`
   writes the official predictions.json (plus nbest_predictions.json and, for
   v2, null_odds.json).
 
@@ -23,7 +24,7 @@ Example:
 >>> examples = read_squad_examples("dev-v1.1.json", is_training=False)   # doctest: +SKIP
 >>> features = convert_examples_to_features(examples, PieceText(vocab), 384, 128, 64,
 ...                                         is_training=False)            # doctest: +SKIP
->>> outputs = model.predict(features.dataset(batch_size=32))            # doctest: +SKIP
+>>> outputs = model.predict(features.model_inputs(), batch_size=32)      # doctest: +SKIP
 >>> result = postprocess_predictions(examples, features, outputs)        # doctest: +SKIP
 >>> write_predictions(result, "out")                                     # doctest: +SKIP
 """
@@ -42,6 +43,7 @@ import tensorflow as tf
 from absl import logging
 
 from pipelines.fileio import atomic_write
+from pipelines.finetune.common import softmax
 from pipelines.finetune.sp_text import PieceText
 from pipelines.tokenizer import SPIECE_UNDERLINE
 
@@ -131,16 +133,6 @@ def _read_question(qa: Mapping, context: str, path: str, is_training: bool) -> S
         raise ValueError(f"{path}: an answer of question {qid!r} lacks 'text' or 'answer_start'.")
     return SquadExample(qid, question, context, first["text"], int(first["answer_start"]), False,
                         gold)
-
-
-def find_squad_file(data_dir: str, split: str, version_2: bool = False) -> Optional[str]:
-    """data_dir/<split>.json, or the official names (train-v1.1.json, dev-v2.0.json)."""
-    version = "v2.0" if version_2 else "v1.1"
-    for name in (f"{split}.json", f"{split}-{version}.json"):
-        path = os.path.join(data_dir, name)
-        if tf.io.gfile.exists(path):
-            return path
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -301,8 +293,10 @@ class SquadFeatures:
     piece); [N] int64 unique_ids. Per window (lists of int32/bool arrays over
     its context pieces): tok_start_to_orig, tok_end_to_orig, token_is_max_context.
     Counts: num_examples, skipped_alignment (the original's "MISMATCH
-    DETECTED"), skipped_answer (training answers outside the context or not
-    matching it).
+    DETECTED"), skipped_answer (training answers whose offsets fall outside the
+    context: the original fails on them), mismatched_answer (training answers
+    whose text differs from the context at answer_start: trained on the
+    span the offsets give, as the original).
     """
 
     input_ids: np.ndarray
@@ -321,6 +315,7 @@ class SquadFeatures:
     num_examples: int = 0
     skipped_alignment: int = 0
     skipped_answer: int = 0
+    mismatched_answer: int = 0
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -339,21 +334,6 @@ class SquadFeatures:
         if version_2:
             y["is_impossible"] = self.is_impossible
         return y
-
-    def dataset(self, batch_size: Optional[int] = None, *, with_labels: bool = False,
-                version_2: bool = False, include_p_mask: bool = True, shuffle: bool = False,
-                seed: int = 0, drop_remainder: bool = False) -> tf.data.Dataset:
-        """A tf.data.Dataset of `x` (or `(x, y)` with labels) dicts for Keras."""
-        if len(self) == 0:
-            raise ValueError("SquadFeatures.dataset: no features (every example was skipped?).")
-        x = self.model_inputs(include_p_mask)
-        elements = (x, self.labels(version_2)) if with_labels else x
-        dataset = tf.data.Dataset.from_tensor_slices(elements)
-        if shuffle:
-            dataset = dataset.shuffle(len(self), seed=seed, reshuffle_each_iteration=True)
-        if batch_size:
-            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-        return dataset
 
 
 def _doc_spans(num_tokens: int, max_tokens_for_doc: int, doc_stride: int) -> List[Tuple[int, int]]:
@@ -383,12 +363,15 @@ def _is_max_context(spans: Sequence[Tuple[int, int]], span_index: int, position:
 
 def _answer_pieces(example: SquadExample,
                    alignment: ParagraphAlignment) -> Optional[Tuple[int, int]]:
-    """First and last piece of the answer, or None when it is not in the context."""
+    """First and last piece of the characters answer_start .. answer_start +
+    len(answer) - 1, or None when they fall outside the context.
+
+    As the original, the offsets decide: an answer text that differs from the
+    context there still trains on the span the offsets give.
+    """
     start = example.start_char
     end = start + len(example.answer_text) - 1
     if start < 0 or end >= len(example.context_text) or end < start:
-        return None
-    if example.context_text[start:end + 1] != example.answer_text:
         return None
     start_chartok = _convert_index(alignment.orig_to_chartok, start, is_start=True)
     end_chartok = _convert_index(alignment.orig_to_chartok, end, is_start=False)
@@ -409,9 +392,10 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
         max_seq_length: window length T (padded to it).
         doc_stride: step between window starts, in pieces.
         max_query_length: question pieces kept.
-        is_training: training features: an answer that is out of range or does
-            not match the context at answer_start skips the example (counted).
-            Answer positions are computed whenever the example has an answer
+        is_training: training features: an answer whose offsets fall outside
+            the context skips the example (counted: the original fails on it);
+            one whose text differs from the context at answer_start is trained
+            on the span its offsets give, as the original (counted). Answer positions are computed whenever the example has an answer
             (start = end = 0 for impossible questions, windows without the
             answer and, outside training, answers that cannot be placed).
 
@@ -428,7 +412,7 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
         raise ValueError(f"doc_stride must be positive, got {doc_stride}.")
     rows = collections.defaultdict(list)
     cache: Dict[str, Optional[ParagraphAlignment]] = {}
-    skipped_alignment = skipped_answer = 0
+    skipped_alignment = skipped_answer = mismatched_answer = 0
     for example_index, example in enumerate(examples):
         if example.context_text not in cache:
             cache[example.context_text] = align_paragraph(example.context_text, text)
@@ -444,19 +428,28 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
             answer = _answer_pieces(example, alignment)
             if answer is None and is_training:
                 skipped_answer += 1
-                logging.warning("SQuAD %s: answer %r at %d does not match the context, skipped.",
+                logging.warning("SQuAD %s: answer %r at %d lies outside the context, skipped.",
                                 example.qas_id, example.answer_text, example.start_char)
                 continue
+            start = example.start_char
+            if is_training and example.context_text[start:start + len(example.answer_text)] != example.answer_text:
+                mismatched_answer += 1
         elif is_training and not example.is_impossible:
             raise ValueError(f"SQuAD question {example.qas_id!r} has no answer for training.")
         query = text.encode_ids(example.question_text)[:max_query_length]
         _append_windows(rows, example_index, example.is_impossible, query, alignment, answer,
                         text, max_seq_length, doc_stride)
     if skipped_alignment or skipped_answer:
-        logging.warning("SQuAD features: %d of %d examples skipped (%d alignment, %d answer).",
-                        skipped_alignment + skipped_answer, len(examples), skipped_alignment,
-                        skipped_answer)
-    return _stack(rows, max_seq_length, len(examples), skipped_alignment, skipped_answer)
+        logging.warning("SQuAD features: %d of %d examples skipped (%d alignment, %d answer outside "
+                        "the context).", skipped_alignment + skipped_answer, len(examples),
+                        skipped_alignment, skipped_answer)
+    if mismatched_answer:
+        logging.warning("SQuAD features: %d of %d training answers differ from the context at their "
+                        "answer_start; trained on the span the offsets give, as the original.",
+                        mismatched_answer, len(examples))
+    features = _stack(rows, max_seq_length, len(examples), skipped_alignment, skipped_answer)
+    features.mismatched_answer = mismatched_answer
+    return features
 
 
 def _append_windows(rows, example_index, is_impossible, query, alignment, answer, text,
@@ -527,7 +520,8 @@ class SquadPredictions:
         best_non_null: the best non-empty answer text (what v2 predicts when
             the threshold is +inf).
         null_odds: v2 null-score difference (larger = more likely no answer).
-        nbest: the n-best list: dicts of text, probability, start_logit, end_logit.
+        nbest: the n-best list: dicts of text, probability and the scores
+            (start_log_prob/end_log_prob from the v2 beam, else start_logit/end_logit).
     """
 
     predictions: Dict[str, str]
@@ -559,13 +553,24 @@ def _window_candidates(outputs: Mapping[str, np.ndarray], row: int, n_best_size:
             yield s, e, float(start_logits[s]), float(end_logits[e])
 
 
-def _softmax(scores: Sequence[float]) -> List[float]:
-    if not scores:
-        return []
-    top = max(scores)
-    exps = [math.exp(s - top) for s in scores]
-    total = sum(exps)
-    return [e / total for e in exps]
+def answers_at_threshold(best_non_null: Mapping[str, str], null_odds: Mapping[str, float],
+                         threshold: float) -> Dict[str, str]:
+    """SQuAD v2 answers at a null-score threshold: "" where the null odds exceed it.
+
+    At odds equal to the threshold the answer stays, as in the official
+    evaluate-v2.0.py (``na_probs[qid] > na_prob_thresh`` means no answer, and
+    its best-threshold search counts a question at the threshold as answered),
+    so answering at the searched ``best_f1_thresh`` scores its ``best_f1``.
+    (The original run_squad_v2 answers only below the threshold, which can
+    score less than the best_f1 its own search reported.) A question without
+    null odds (no window) gets "".
+
+    Example:
+    >>> answers_at_threshold({"a": "x", "b": "y", "c": "z"}, {"a": -1.0, "b": 0.5, "c": 2.0}, 0.5)
+    {'a': 'x', 'b': 'y', 'c': ''}
+    """
+    return {qid: "" if null_odds.get(qid, math.inf) > threshold else text
+            for qid, text in best_non_null.items()}
 
 
 def postprocess_predictions(examples: Sequence[SquadExample], features: SquadFeatures,
@@ -585,7 +590,9 @@ def postprocess_predictions(examples: Sequence[SquadExample], features: SquadFea
         n_best_size: candidates per window and entries in the n-best list.
         max_answer_length: longest answer, in pieces.
         version_2: allow "no answer".
-        null_score_diff_threshold: v2 predicts "" when the null odds exceed it.
+        null_score_diff_threshold: v2 predicts "" when the null odds exceed it
+            (`answers_at_threshold`; the fine-tuned model's task_config.json
+            records the one chosen on dev).
 
     Returns:
         SquadPredictions. The null odds are the smallest `cls_logits` over the
@@ -597,6 +604,7 @@ def postprocess_predictions(examples: Sequence[SquadExample], features: SquadFea
     for row, example_index in enumerate(features.example_index):
         by_example[int(example_index)].append(row)
     result = SquadPredictions({}, {}, {}, {})
+    log_probs = "start_top_index" in outputs  # the v2 beam's scores are log-probabilities
     for example_index, example in enumerate(examples):
         rows = by_example.get(example_index, [])
         candidates, null_score, null_logits = [], None, (0.0, 0.0)
@@ -618,14 +626,13 @@ def postprocess_predictions(examples: Sequence[SquadExample], features: SquadFea
             nbest = _with_null_entry(nbest, null_logits, n_best_size)
         if not nbest:
             nbest = [{"text": "", "start_logit": 0.0, "end_logit": 0.0}]
-        for entry, p in zip(nbest, _softmax([e["start_logit"] + e["end_logit"] for e in nbest])):
-            entry["probability"] = p
+        for entry, p in zip(nbest, softmax(np.array([e["start_logit"] + e["end_logit"] for e in nbest]))):
+            entry["probability"] = float(p)
         best = next((e for e in nbest if e["text"]), None)
         best_text = best["text"] if best else ""
         result.best_non_null[example.qas_id] = best_text
-        result.nbest[example.qas_id] = nbest
+        result.nbest[example.qas_id] = [_nbest_json(e, log_probs) for e in nbest]
         if not version_2:
-            result.predictions[example.qas_id] = best_text
             continue
         if null_score is None:
             odds = math.inf
@@ -634,8 +641,17 @@ def postprocess_predictions(examples: Sequence[SquadExample], features: SquadFea
         else:
             odds = null_score - (best["start_logit"] + best["end_logit"]) if best else math.inf
         result.null_odds[example.qas_id] = odds
-        result.predictions[example.qas_id] = "" if odds > null_score_diff_threshold else best_text
+    result.predictions = (answers_at_threshold(result.best_non_null, result.null_odds, null_score_diff_threshold)
+                          if version_2 else dict(result.best_non_null))
     return result
+
+
+def _nbest_json(entry: dict, log_probs: bool) -> dict:
+    """An n-best entry as the original writes it: the scores are start_log_prob /
+    end_log_prob for the v2 beam (log-probabilities), start_logit / end_logit otherwise."""
+    names = ("start_log_prob", "end_log_prob") if log_probs else ("start_logit", "end_logit")
+    return {"text": entry["text"], "probability": entry["probability"], names[0]: entry["start_logit"],
+            names[1]: entry["end_logit"]}
 
 
 def _valid_spans(features: SquadFeatures, outputs, row: int, n_best_size: int,
@@ -682,13 +698,6 @@ def _with_null_entry(nbest: List[dict], null_logits: Tuple[float, float],
     return ranked
 
 
-def apply_null_threshold(result: SquadPredictions, threshold: float) -> Dict[str, str]:
-    """v2 answers at another null-score threshold ("" when the null odds exceed it),
-    e.g. at the `best_f1_thresh` that `albert_tf.metrics.squad_v2_scores` found on dev."""
-    return {qid: "" if result.null_odds.get(qid, -math.inf) > threshold else text
-            for qid, text in result.best_non_null.items()}
-
-
 def write_predictions(result: SquadPredictions, output_dir: str,
                       predictions: Optional[Mapping[str, str]] = None,
                       prefix: str = "") -> Dict[str, str]:
@@ -699,7 +708,7 @@ def write_predictions(result: SquadPredictions, output_dir: str,
         result: from `postprocess_predictions`.
         output_dir: the folder (created when missing).
         predictions: answers to write instead of result.predictions (e.g. from
-            `apply_null_threshold`).
+            `answers_at_threshold`).
         prefix: file name prefix.
 
     Returns:

@@ -25,7 +25,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
-from pipelines.finetune.common import TextExample, encode_labels, json_lines, read_delimited
+from pipelines.finetune.common import TextExample, encode_labels, json_lines, read_delimited, split_file
 
 EXTENSIONS = (".csv", ".tsv", ".jsonl")
 
@@ -50,11 +50,7 @@ class TabularData:
 def find_split_file(data_dir: str, split: str,
                     extensions: Sequence[str] = EXTENSIONS) -> Optional[str]:
     """data_dir/<split>.csv, .tsv or .jsonl (first found), or None."""
-    for extension in extensions:
-        path = os.path.join(data_dir, split + extension)
-        if tf.io.gfile.exists(path):
-            return path
-    return None
+    return split_file(data_dir, *(split + extension for extension in extensions))
 
 
 def _table_rows(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:

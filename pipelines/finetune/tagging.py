@@ -22,13 +22,13 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from pipelines.finetune.common import split_file
 from pipelines.finetune.sp_text import PieceText
 
 IGNORE_LABEL = -1
@@ -111,11 +111,7 @@ def learn_tag_names(sentences: Sequence[TaggedSentence]) -> List[str]:
 
 def find_conll_file(data_dir: str, split: str) -> Optional[str]:
     """data_dir/<split>.txt (or .conll), or None."""
-    for extension in (".txt", ".conll"):
-        path = os.path.join(data_dir, split + extension)
-        if tf.io.gfile.exists(path):
-            return path
-    return None
+    return split_file(data_dir, split + ".txt", split + ".conll")
 
 
 @dataclasses.dataclass

@@ -126,15 +126,6 @@ def test_squad_v2_best_threshold_search():
     assert at_half["exact"] == pytest.approx(75.0)
 
 
-def test_squad_v2_at_best_threshold():
-    # The F1 search picks 0.5 (above); q3 (0.9) becomes "": F1 (1 + 2/3 + 1 + 1) / 4.
-    scores, answers = metrics.squad_v2_at_best_threshold(V2_GOLD, V2_PRED, V2_NA)
-    assert answers == {"q1": "cat", "q2": "dog", "q3": "", "q4": ""}
-    assert scores["null_score_diff_threshold"] == pytest.approx(0.5)
-    assert scores["f1"] == pytest.approx(scores["best_f1"])
-    assert scores["exact"] == pytest.approx(75.0)
-
-
 def test_gold_answers_from_squad():
     data = {"data": [{"paragraphs": [{"context": "abc", "qas": [
         {"id": "a", "question": "?", "answers": [{"text": "b", "answer_start": 1}]},

@@ -6,6 +6,7 @@ import os
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl import logging
 
@@ -59,20 +60,52 @@ def test_scalar_summaries_are_tensorboard_events(tmp_path):
     assert tags["accuracy"] == [4]
 
 
-def test_resume_restores_weights_optimizer_and_epoch(tmp_path):
+def _dropout_model(seed=0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dropout(0.5),
+                              keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    return model
+
+
+def test_resume_restores_weights_optimizer_seeds_and_data_position(tmp_path):
     x, y = _data()
-    first = _model(seed=0)
-    resume = cb.ResumeCheckpoint(str(tmp_path), first)
+    first = _dropout_model(seed=0)
+    resume = cb.ResumeCheckpoint(str(tmp_path), first, batches_per_pass=3, save_steps=2)
     assert resume.restore() == 0
-    first.fit(x, y, batch_size=4, epochs=2, verbose=0, callbacks=[resume])
-    second = _model(seed=1)
-    epochs_done = cb.ResumeCheckpoint(str(tmp_path), second).restore()
-    assert epochs_done == 2
-    assert int(second.optimizer.iterations.numpy()) == 4
-    for a, b in zip(first.weights, second.weights):
+    # 2 epochs of 4 batches: saved at batches 2 and 6 (every 2) and 4 and 8 (epoch ends).
+    first.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[resume])
+    assert sorted(int(p.split("-")[-1].split(".")[0]) for p in glob.glob(str(tmp_path / "resume" / "ckpt-*.index"))) == [8]
+    second = _dropout_model(seed=1)
+    again = cb.ResumeCheckpoint(str(tmp_path), second, batches_per_pass=3)
+    assert again.restore() == 8
+    # 8 batches of 3 a pass: pass 2, batch 2 next.
+    assert (int(again.data_pass.numpy()), int(again.pass_batch.numpy()), int(again.epoch.numpy())) == (2, 2, 2)
+    assert int(second.optimizer.iterations.numpy()) == 8
+    for a, b in zip(first.variables, second.variables):  # weights and the dropout seed state
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert len(cb.seed_states(second)) == 1
     for a, b in zip(first.optimizer.variables, second.optimizer.variables):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # A different pass length means other training data: refused.
+    with pytest.raises(ValueError, match="pass 2 batch 2 does not match 8 batches of 5 a pass"):
+        cb.ResumeCheckpoint(str(tmp_path), _dropout_model(), batches_per_pass=5).restore()
+
+
+def test_resume_saves_every_save_steps_but_not_at_an_epoch_end(tmp_path):
+    x, y = _data()
+    model = _dropout_model()
+    saved = []
+    resume = cb.ResumeCheckpoint(str(tmp_path), model, batches_per_pass=4, save_steps=3)
+    resume._save = lambda: saved.append(resume._done)
+    model.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[resume])
+    # Batches 3 and 6 by save_steps, 4 and 8 at the epoch ends (on_epoch_end).
+    assert saved == [3, 4, 6, 8]
+    saved.clear()
+    resume2 = cb.ResumeCheckpoint(str(tmp_path / "b"), _dropout_model(), batches_per_pass=4, save_steps=2)
+    resume2._save = lambda: saved.append(resume2._done)
+    _dropout_model().fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[resume2])
+    assert saved == [2, 4]  # batch 4 ends the epoch: saved once, after it
 
 
 def test_best_on_dev_saves_only_improvements_and_survives_restarts(tmp_path):

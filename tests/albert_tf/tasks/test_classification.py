@@ -76,8 +76,10 @@ def test_pairs_and_the_mixed_length_fallback(spm_model):
     pair_of = dict(zip(data.texts, data.text_pairs))
     assert all(pair_of[t.decode()] == p.decode() for t, p in zip(texts.numpy(), pairs.numpy()))
     plain = CsvTask("csv", TaskOptions(spm_model_file=spm_model, length_buckets=False))
-    ds = plain.train_dataset(data, batch_size=4, seed=0)
-    assert ds.element_spec[1].shape.as_list() == [4]  # the old fixed-size shuffled batches
+    # Random batches: 20 examples, 5 batches of 4 a pass, each example once a pass.
+    first_pass = list(plain.train_dataset(data, batch_size=4, seed=0).take(5).as_numpy_iterator())
+    assert [len(t) for (t, _), _ in first_pass] == [4] * 5
+    assert sorted(s.decode() for (t, _), _ in first_pass for s in t) == sorted(data.texts)
 
 
 _MIRRORED = '''

@@ -20,18 +20,47 @@ def test_every_task_name_maps_to_its_selection_metric():
 
 @pytest.mark.parametrize("examples,batch,epochs,per_epoch,expected", [
     # The original: int(examples / batch * epochs) steps, warmup int(10%).
-    (1000, 32, 3.0, None, {"total_steps": 93, "warmup_steps": 9, "epochs": 3, "steps_per_epoch": 31}),
-    # 1.5 epochs = 15 steps in 2 Keras epochs of 8 (rounded up to equal epochs).
-    (100, 10, 1.5, None, {"total_steps": 16, "warmup_steps": 1, "epochs": 2, "steps_per_epoch": 8}),
+    (1000, 32, 3.0, None, {"total_steps": 93, "warmup_steps": 9, "epochs": 3, "steps_per_epoch": 31,
+                           "last_epoch_steps": 31}),
+    # 1.5 epochs = int(15.0) = 15 steps: 2 Keras epochs of 8 and 7 (the old
+    # code ran 2 x 8 = 16, one step more than the original).
+    (100, 10, 1.5, None, {"total_steps": 15, "warmup_steps": 1, "epochs": 2, "steps_per_epoch": 8,
+                          "last_epoch_steps": 7}),
     # --steps_per_epoch cuts the run into shorter checkpoint intervals.
-    (1000, 10, 1.0, 25, {"total_steps": 100, "warmup_steps": 10, "epochs": 4, "steps_per_epoch": 25}),
+    (1000, 10, 1.0, 25, {"total_steps": 100, "warmup_steps": 10, "epochs": 4, "steps_per_epoch": 25,
+                         "last_epoch_steps": 25}),
+    # 10 steps in epochs of at most 4: ceil(10/4) = 3 epochs of ceil(10/3) = 4, 4 and 2
+    # (the old code ran 3 x 4 = 12: epochs - 1 = 2 steps more).
+    (10, 1, 1.0, 4, {"total_steps": 10, "warmup_steps": 1, "epochs": 3, "steps_per_epoch": 4,
+                     "last_epoch_steps": 2}),
+    # 7 steps in epochs of at most 2: 4 epochs of 2, 2, 2 and 1 (old: 8).
+    (7, 1, 1.0, 2, {"total_steps": 7, "warmup_steps": 0, "epochs": 4, "steps_per_epoch": 2,
+                    "last_epoch_steps": 1}),
     # Fewer examples than one batch still trains one step.
-    (3, 32, 1.0, None, {"total_steps": 1, "warmup_steps": 0, "epochs": 1, "steps_per_epoch": 1}),
+    (3, 32, 1.0, None, {"total_steps": 1, "warmup_steps": 0, "epochs": 1, "steps_per_epoch": 1,
+                        "last_epoch_steps": 1}),
 ])
 def test_training_schedule(examples, batch, epochs, per_epoch, expected):
     options = FinetuneOptions("csv", "d", "o", train_batch_size=batch, num_train_epochs=epochs,
                               steps_per_epoch=per_epoch)
-    assert runner.training_schedule(examples, options) == expected
+    schedule = runner.training_schedule(examples, options)
+    assert schedule == expected
+    # The Keras epochs add up to exactly the original's step count.
+    assert (schedule["epochs"] - 1) * schedule["steps_per_epoch"] + schedule["last_epoch_steps"] == \
+        int(examples / batch * epochs) or examples < batch
+
+
+@pytest.mark.parametrize("done,expected", [
+    # 10 steps in Keras epochs of 4, 4, 2 (hand-worked): (initial_epoch, epochs, steps_per_epoch, start).
+    (0, [(0, 2, 4, 0), (2, 3, 2, 8)]),
+    (3, [(0, 1, 1, 3), (1, 2, 4, 4), (2, 3, 2, 8)]),  # resumed mid-epoch 1
+    (4, [(1, 2, 4, 4), (2, 3, 2, 8)]),  # resumed at an epoch end
+    (9, [(2, 3, 1, 9)]),
+    (10, []),  # finished
+])
+def test_fit_segments(done, expected):
+    calls = runner.fit_segments(done, {"total_steps": 10, "steps_per_epoch": 4})
+    assert [(c["initial_epoch"], c["epochs"], c["steps_per_epoch"], c["start"]) for c in calls] == expected
 
 
 def test_option_errors_name_the_flag(tmp_path):

@@ -104,6 +104,15 @@ def test_qqp_skips_short_lines(glue_dir):
     assert [(e.text_a, e.label) for e in examples] == [("How old?", "1"), ("Why?", "0")]
 
 
+def test_qqp_test_line_with_too_few_fields_names_the_line(glue_dir):
+    # The original's QQP test reader has no skip (its row would be missing from submit_results.tsv).
+    path = os.path.join(glue_dir, "QQP", "test.tsv")
+    _write(path, [_tsv("id", "question1", "question2"), _tsv("0", "How old?", "What age?"),
+                  _tsv("1", "broken")])
+    with pytest.raises(ValueError, match=f"{path}:3: missing text_b column 2"):
+        glue.read_glue(glue_dir, "qqp", "test")
+
+
 def test_unknown_label_names_file_and_line(glue_dir):
     path = os.path.join(glue_dir, "RTE", "train.tsv")
     with pytest.raises(ValueError, match=f"{path}:3: label 'contradiction' is not one of"):

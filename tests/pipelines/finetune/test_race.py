@@ -50,15 +50,6 @@ def test_one_record_per_file(tmp_path):
     assert [e.example_id for e in examples] == ["high1.txt-0", "high1.txt-1", "2.txt-0", "2.txt-1"]
 
 
-def test_dataset_strings(tmp_path):
-    _write(os.path.join(str(tmp_path), "RACE", "test", "high", "all.txt"), json.dumps(RECORD))
-    examples = race.read_race(str(tmp_path), "test", levels=["high"])
-    x, y = next(iter(race.race_dataset(examples, batch_size=2)))
-    assert x["text"].shape == (2,) and x["choices"].shape == (2, 4)
-    assert x["choices"][0, 2].numpy().decode() == "Tom's bike is green."
-    assert y.numpy().tolist() == [0, 1]
-
-
 def test_errors_name_file_and_line(tmp_path):
     path = _write(os.path.join(str(tmp_path), "RACE", "dev", "high", "all.txt"),
                   json.dumps(RECORD) + "\n{broken\n")

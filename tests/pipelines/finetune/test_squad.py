@@ -5,7 +5,6 @@ string is known without a model.
 """
 
 import json
-import math
 import os
 
 import numpy as np
@@ -137,14 +136,20 @@ def test_windows_without_the_answer_point_at_cls(text):
     assert firsts == [doc_starts[8 * k] for k in range(len(features))]
 
 
-def test_impossible_question_and_bad_answer(text):
+def test_impossible_question_and_bad_answers(text):
     impossible = _example(qid="imp", impossible=True)
-    wrong = squad.SquadExample("wrong", "q?", CONTEXT, "tower", 0, False, ["tower"])
-    features = squad.convert_examples_to_features([impossible, wrong], text, 64, 16, 8,
+    # Text "tower" but offset 0: the original trains on the 5 characters at 0 (counted).
+    mismatched = squad.SquadExample("mismatched", "q?", CONTEXT, "tower", 0, False, ["tower"])
+    outside = squad.SquadExample("outside", "q?", CONTEXT, "tower", len(CONTEXT) - 2, False, ["tower"])
+    features = squad.convert_examples_to_features([impossible, mismatched, outside], text, 64, 16, 8,
                                                   is_training=True)
-    assert features.skipped_answer == 1 and len(features) == 1
+    assert features.skipped_answer == 1 and features.mismatched_answer == 1 and len(features) == 2
     assert (features.start_positions[0], features.end_positions[0]) == (0, 0)
     assert features.is_impossible[0] == 1
+    offset = features.doc_offset[1]
+    first = features.tok_start_to_orig[1][features.start_positions[1] - offset]
+    last = features.tok_end_to_orig[1][features.end_positions[1] - offset]
+    assert features.is_impossible[1] == 0 and first == 0 and last >= 4  # the pieces covering CONTEXT[0:5]
 
 
 def test_max_seq_length_too_small(text):
@@ -237,7 +242,7 @@ def test_v2_null_score_bert_style_and_threshold(text):
     assert result.predictions["q1"] == ""
     assert result.best_non_null["q1"] == ANSWER
     assert result.nbest["q1"][0]["text"] == ""
-    assert squad.apply_null_threshold(result, 2.5) == {"q1": ANSWER}
+    assert squad.answers_at_threshold(result.best_non_null, result.null_odds, 2.5) == {"q1": ANSWER}
     above = squad.postprocess_predictions([example], features, outputs, version_2=True,
                                           null_score_diff_threshold=3.0)
     assert above.predictions["q1"] == ANSWER
@@ -260,7 +265,7 @@ def test_v2_cls_logits_and_beam_outputs(text):
     assert result.predictions["q1"] == ANSWER
     assert [n["text"] for n in result.nbest["q1"]] == [ANSWER, "tower"]
     assert result.null_odds["q1"] == pytest.approx(-1.5)
-    assert squad.apply_null_threshold(result, -2.0) == {"q1": ""}
+    assert squad.answers_at_threshold(result.best_non_null, result.null_odds, -2.0) == {"q1": ""}
 
 
 def test_write_predictions_official_format(text, tmp_path):
@@ -293,7 +298,6 @@ def test_read_squad_examples(tmp_path):
     assert [(e.qas_id, e.answer_text, e.start_char, e.is_impossible, e.gold_answers)
             for e in examples] == [("a", ANSWER, 4, False, [ANSWER, "tower"]),
                                    ("b", "", -1, True, [])]
-    assert squad.find_squad_file(str(tmp_path), "dev") == path
 
 
 def test_read_squad_errors(tmp_path):
@@ -307,13 +311,3 @@ def test_read_squad_errors(tmp_path):
     not_squad = _write_json(os.path.join(str(tmp_path), "n.json"), {"rows": []})
     with pytest.raises(ValueError, match="no top-level 'data' list"):
         squad.read_squad_examples(not_squad, is_training=False)
-
-
-def test_features_dataset(text):
-    features = squad.convert_examples_to_features([_example()], text, 64, 16, 8,
-                                                  is_training=True)
-    x, y = next(iter(features.dataset(2, with_labels=True, version_2=True)))
-    assert sorted(x) == ["input_ids", "input_mask", "p_mask", "segment_ids"]
-    assert sorted(y) == ["end_positions", "is_impossible", "start_positions"]
-    assert x["input_ids"].shape == (1, 64) and x["input_ids"].dtype == tf.int32
-    assert not math.isnan(float(y["start_positions"][0]))
