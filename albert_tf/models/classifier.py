@@ -12,13 +12,37 @@ from albert_tf.layers.preprocessor import AlbertTextPreprocessor
 from albert_tf.models.task_model import OutputProjection, TaskModel
 from albert_tf.models.length_buckets import DEFAULT_ROWS_PER_BUCKET
 
+POOLING_MODES = ("pooled", "mean")
+
+
+def masked_mean(sequence_output: tf.Tensor, input_mask: Optional[tf.Tensor]) -> tf.Tensor:
+    """Mean of `sequence_output` [B, T, H] over the positions where `input_mask` [B, T] is 1.
+
+    Summed in float32 (bfloat16 sums of many positions lose digits); a row
+    without any real position gives zeros. The result has the input's dtype.
+
+    Example:
+    >>> x = tf.constant([[[1.0], [3.0], [100.0]]])
+    >>> float(masked_mean(x, tf.constant([[1, 1, 0]]))[0, 0])
+    2.0
+    """
+    x = tf.cast(sequence_output, tf.float32)
+    if input_mask is None:
+        return tf.cast(tf.reduce_mean(x, axis=1), sequence_output.dtype)
+    mask = tf.cast(input_mask, tf.float32)[:, :, None]
+    total = tf.reduce_sum(x * mask, axis=1)
+    count = tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+    return tf.cast(total / count, sequence_output.dtype)
+
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class AlbertClassifier(TaskModel):
     """ALBERT with the original run_classifier head.
 
     `logits = dropout(pooled_output) @ output_weights^T + output_bias`
-    (output_weights [num_classes, H]). Inputs: a dict of id tensors
+    (output_weights [num_classes, H]). With ``pooling="mean"`` the head reads
+    the masked mean of `sequence_output` over the real tokens ([CLS] and
+    [SEP] included) instead of the pooler's tanh dense on [CLS]. Inputs: a dict of id tensors
     (input_ids, input_mask, segment_ids), a tf.string tensor [B], a tuple
     (text, text_pair), or a dict {"text", "text_pair"}. Output: logits
     [B, num_classes], float32 even under mixed precision.
@@ -34,6 +58,9 @@ class AlbertClassifier(TaskModel):
         preprocessor: an `AlbertTextPreprocessor` for string inputs.
         label_names: optional names of the labels (saved with the model).
         dropout_rate: dropout on the pooled output (the original: 0.1).
+        pooling: "pooled" (the original: the pooler's tanh(dense([CLS])))
+            or "mean" (`masked_mean` of the sequence output; the pooler is
+            then unused and gets no gradient). Saved in task_config.json.
         **kwargs: passed to `keras.Model`.
 
     Example:
@@ -45,11 +72,12 @@ class AlbertClassifier(TaskModel):
 
     task_type = "classification"
     inference_rows_per_bucket = DEFAULT_ROWS_PER_BUCKET  # the head reads only the pooled output
-    init_arguments = ("num_classes", "label_names", "dropout_rate")
+    init_arguments = ("num_classes", "label_names", "dropout_rate", "pooling")
 
     def __init__(self, config: AlbertConfig, num_classes: int, *,
                  preprocessor: Optional[AlbertTextPreprocessor] = None,
-                 label_names: Optional[Sequence[str]] = None, dropout_rate: float = 0.1, **kwargs):
+                 label_names: Optional[Sequence[str]] = None, dropout_rate: float = 0.1, pooling: str = "pooled",
+                 **kwargs):
         kwargs.setdefault("name", "albert_classifier")
         super().__init__(config, preprocessor=preprocessor, **kwargs)
         if int(num_classes) < 1:
@@ -57,6 +85,12 @@ class AlbertClassifier(TaskModel):
         if label_names is not None and len(label_names) != int(num_classes) and int(num_classes) > 1:
             raise ValueError(f"label_names has {len(label_names)} names but num_classes is {num_classes}: "
                              f"{list(label_names)!r}.")
+        if pooling not in POOLING_MODES:
+            raise ValueError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}.")
+        self.pooling = pooling
+        if pooling == "mean":
+            # Bucketed inference computes only the pooled output; the mean needs the whole sequence.
+            self.inference_rows_per_bucket = None
         self.num_classes = int(num_classes)
         self.label_names = list(label_names) if label_names is not None else None
         self.dropout_rate = float(dropout_rate)
@@ -70,7 +104,11 @@ class AlbertClassifier(TaskModel):
         return self.num_classes == 1
 
     def _head(self, features, outputs, training):
-        pooled = self.dropout(outputs["pooled_output"], training=training)
+        if self.pooling == "mean":
+            pooled = masked_mean(outputs["sequence_output"], features.get("input_mask"))
+        else:
+            pooled = outputs["pooled_output"]
+        pooled = self.dropout(pooled, training=training)
         return tf.cast(self.head(pooled), tf.float32)
 
     def loss_terms(self, x, y, y_pred, sample_weight=None):
@@ -87,7 +125,7 @@ class AlbertClassifier(TaskModel):
 
     def _task_args(self) -> dict:
         return {"num_classes": self.num_classes, "label_names": self.label_names,
-                "dropout_rate": self.dropout_rate}
+                "dropout_rate": self.dropout_rate, "pooling": self.pooling}
 
     def head_variable_map(self) -> Dict[str, tf.Variable]:
         # The original run_classifier's variable names.

@@ -94,3 +94,37 @@ def test_a_loss_given_to_compile_replaces_the_default():
     clf.compile(optimizer=albert_tf.optimizers.adamw(1e-3),
                 loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), loss_weights=2.0)
     assert clf.evaluate(data, verbose=0) == pytest.approx(2 * default, rel=1e-5)
+
+
+def test_mean_pooling_is_the_masked_mean_against_numpy(tmp_path):
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3, pooling="mean")
+    x = _ids()  # row 0 has one padding position
+    seq = clf.encoder(x)["sequence_output"].numpy().astype(np.float64)
+    mask = x["input_mask"].numpy().astype(np.float64)
+    mean = (seq * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+    w, b = clf.head.output_weights.numpy(), clf.head.output_bias.numpy()
+    want = mean @ w.T + b
+    np.testing.assert_allclose(clf(x).numpy(), want, atol=1e-5)
+    np.testing.assert_allclose(clf.predict(x, verbose=0), want, atol=1e-5)  # the inference path
+    # Not the pooler's [CLS] output, and more padding changes nothing.
+    pooled = clf.encoder(x)["pooled_output"].numpy()
+    assert not np.allclose(clf(x).numpy(), pooled @ w.T + b, atol=1e-3)
+    padded = {k: tf.pad(v, [[0, 0], [0, 4]]) for k, v in x.items()}
+    np.testing.assert_allclose(clf(padded).numpy(), want, atol=1e-5)
+    # Saved in task_config.json and restored.
+    folder = albert_tf.save_task_model(clf, str(tmp_path / "mean"))
+    again = albert_tf.load_task_model(folder)
+    assert again.pooling == "mean" and again.task_config["pooling"] == "mean"
+    np.testing.assert_allclose(again(x).numpy(), want, atol=1e-5)
+    assert albert_tf.AlbertClassifier(tiny_config(), 2).pooling == "pooled"
+    with pytest.raises(ValueError, match="pooling must be one of pooled, mean, got 'max'"):
+        albert_tf.AlbertClassifier(tiny_config(), 2, pooling="max")
+
+
+def test_masked_mean_of_an_all_padding_row_is_zero_and_keeps_the_dtype():
+    from albert_tf.models.classifier import masked_mean
+
+    x = tf.constant(np.arange(12, dtype=np.float32).reshape(2, 3, 2), tf.bfloat16)
+    out = masked_mean(x, tf.constant([[1, 0, 1], [0, 0, 0]]))
+    assert out.dtype == tf.bfloat16
+    np.testing.assert_allclose(out.numpy().astype(np.float32), [[2.0, 3.0], [0.0, 0.0]])
