@@ -59,6 +59,9 @@ def define_task_flags() -> None:
             "RACE: tokens kept from the end of question + option.")
     _define(flags.DEFINE_bool, "do_lower_case", True,
             "Lower-case text before SentencePiece (must match the vocabulary).")
+    _define(flags.DEFINE_enum, "pooling", "pooled", ["pooled", "mean"],
+            "Classification head input: pooled (the original: tanh dense "
+            "on [CLS]) or mean (masked mean of the sequence output).")
     _define(flags.DEFINE_bool, "length_buckets", True,
             "Classification: train on batches of sentences of similar length "
             "(shuffled, seeded, each example once per pass) so that little "

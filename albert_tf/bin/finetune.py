@@ -48,7 +48,7 @@ def options_from_flags(flag_values=FLAGS):
         text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
         regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length,
-        length_buckets=f.length_buckets)
+        length_buckets=f.length_buckets, pooling=f.pooling)
     return FinetuneOptions(
         task=f.task, data_dir=f.data_dir, output_dir=f.output_dir, init_checkpoint=f.init_checkpoint,
         albert_config_file=f.albert_config_file, task_options=task_options,

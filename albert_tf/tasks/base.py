@@ -31,6 +31,8 @@ class TaskOptions:
         doc_stride / max_query_length / n_best_size / max_answer_length: SQuAD.
         max_qa_length: RACE.
         dropout_rate: dropout before the task head.
+        pooling: classification: "pooled" (the original's tanh dense on
+            [CLS]) or "mean" (masked mean of the sequence output).
         length_buckets: classification tasks train on batches of examples of
             similar length (each pass in random order), so little is
             computed on padding; False: batches of mixed length.
@@ -49,6 +51,7 @@ class TaskOptions:
     max_answer_length: int = 30
     max_qa_length: int = 128
     dropout_rate: float = 0.1
+    pooling: str = "pooled"
     length_buckets: bool = True
 
 

@@ -160,7 +160,8 @@ class ClassificationTask(FinetuneTask):
         from albert_tf.models import AlbertClassifier
 
         num_classes = 1 if self.is_regression else len(train_data.label_names)
-        kwargs = {"num_classes": num_classes, "dropout_rate": self.options.dropout_rate}
+        kwargs = {"num_classes": num_classes, "dropout_rate": self.options.dropout_rate,
+                  "pooling": self.options.pooling}
         if not self.is_regression:
             kwargs["label_names"] = list(train_data.label_names)
         return pretrained_or_random(AlbertClassifier, config, init_checkpoint, self.options, **kwargs)

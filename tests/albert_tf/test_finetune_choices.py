@@ -1,4 +1,5 @@
-"""albert-finetune --optimizer: the flag reaches the optimizer, is validated and is part of the run's settings."""
+"""albert-finetune --optimizer and --pooling: the flags reach the optimizer and the classifier, are
+validated, and the optimizer is part of the run's settings."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import albert_tf
 from albert_tf.bin import finetune
 from albert_tf.tasks import runner
 from albert_tf.tasks.runner import FinetuneOptions
-from tests.albert_tf.task_testlib import tiny_config
+from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm
 
 FLAGS = flags.FLAGS
 
@@ -49,8 +50,32 @@ def test_run_state_records_the_optimizer_and_refuses_to_resume_with_another(tmp_
     os.makedirs(tmp_path / "out")
     task = types.SimpleNamespace(name="csv")
     schedule = {"total_steps": 10, "warmup_steps": 1, "epochs": 1, "steps_per_epoch": 10}
-    runner._check_run_state(_options(tmp_path), task, schedule)
+
+    def check(options):
+        runner._check_run_state(options, runner.run_settings(options, task, schedule, "float32"))
+
+    check(_options(tmp_path))
     with open(tmp_path / "out" / runner.RUN_STATE_FILE) as f:
         assert json.load(f)["optimizer"] == "adamw"
     with pytest.raises(ValueError, match="optimizer: 'adamw' there, 'adamw_original' now"):
-        runner._check_run_state(_options(tmp_path, optimizer="adamw_original"), task, schedule)
+        check(_options(tmp_path, optimizer="adamw_original"))
+
+
+@pytest.mark.parametrize("choice", ["pooled", "mean"])
+def test_pooling_flag_reaches_the_classifier(tmp_path, choice):
+    from albert_tf.tasks.registry import get_task
+
+    spm = train_tiny_spm(str(tmp_path))
+    finetune._define_flags()
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["albert-finetune", "--task=glue/sst-2", f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}",
+               f"--pooling={choice}", "--max_seq_length=32", f"--spm_model_file={spm}"])
+        options = finetune.options_from_flags()
+    finally:
+        FLAGS.unparse_flags()
+    assert options.task_options.pooling == choice
+    task = get_task("glue/sst-2", options.task_options)
+    data = types.SimpleNamespace(label_names=["0", "1"])
+    model = task.build_model(tiny_config(), None, data)
+    assert model.pooling == choice and model.task_config["pooling"] == choice
