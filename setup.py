@@ -22,7 +22,10 @@ setuptools.setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest"],
+        # apache-beam: the Beam pipeline of albert-create-pretraining-data
+        # (--runner); 2.77 resolves with tensorflow 2.21 (protobuf 6.33).
+        "test": ["pytest", "apache-beam>=2.77,<2.78"],
+        "beam": ["apache-beam>=2.77,<2.78"],
         # torch==2.13.0: the CPU build pip finds on this project's machines; an
         # unpinned torch pulls a multi-GB CUDA build. keras-hub/transformers:
         # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).

@@ -18,6 +18,11 @@ PRETRAINING_DATA_CONFIG_FLAGS = (
 )
 
 
+# --runner of albert-create-pretraining-data (pipelines/beam_pipeline.py).
+BEAM_RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner",
+                "PortableRunner", "PrismRunner")
+
+
 def define_create_vocab_flags() -> None:
     """Flags of albert-create-vocab."""
     flags.DEFINE_string("input_file", None, "Input text files or globs, comma-separated.")
@@ -82,6 +87,12 @@ def define_create_pretraining_data_flags(flag_values: flags.FlagValues = flags.F
                       "Replace shards in --output_dir made with other settings or inputs (its "
                       "manifest says which); without it such a rerun stops with an error. "
                       "Give it to every worker.", flag_values=fv)
+    flags.DEFINE_enum("runner", None, list(BEAM_RUNNERS),
+                      "Run as an Apache Beam pipeline on this runner (pip install -e \".[beam]\"), "
+                      "with the same shards; Beam options follow a lone --, e.g. "
+                      "-- --project=P --region=R --temp_location=gs://B/tmp. Not with "
+                      "--num_workers / --shard_index (the runner splits the work).",
+                      flag_values=fv)
     flags.mark_flags_as_required(["input_file", "spm_model_file", "output_dir"], flag_values=fv)
 
 

@@ -725,21 +725,27 @@ def _write_shard(final: str, spill_paths: List[str], seeds: List[int],
     options = tf.io.TFRecordOptions(compression_type=config.output_compression or None)
     with tf.io.TFRecordWriter(temp, options) as writer:
         for path, seed in zip(spill_paths, seeds):
-            # Eager, not a tf.data pipeline per shard: with thousands of small
-            # shards its set-up would dominate.  A stateless permutation of
-            # each buffer-sized chunk: unlike Dataset.shuffle(seed=...), it does
-            # not depend on the global TF seed (tf.random.set_seed).
-            for index, chunk in enumerate(_chunks(_read_framed(path),
-                                                  config.shuffle_buffer_size)):
-                key = tf.constant([seed, index], tf.int64)
-                shuffled = tf.random.experimental.stateless_shuffle(
-                    tf.constant(chunk, tf.string), seed=key)
-                for start in range(0, int(shuffled.shape[0]), 1024):
-                    for record in shuffled[start:start + 1024].numpy():
-                        writer.write(record)
+            for record in shuffled_spill(_read_framed(path), seed, config.shuffle_buffer_size):
+                writer.write(record)
     tf.io.gfile.rename(temp, final, overwrite=True)
     for path in spill_paths:
         tf.io.gfile.remove(path)
+
+
+def shuffled_spill(records: Iterator[bytes], seed: int, shuffle_buffer_size: int) -> Iterator[bytes]:
+    """The records of one spill file (in spill order) as its shard holds them:
+    each buffer-sized chunk permuted with the stateless key (seed, chunk).
+
+    Eager, not a tf.data pipeline per shard: with thousands of small shards
+    its set-up would dominate.  Unlike Dataset.shuffle(seed=...), a stateless
+    permutation does not depend on the global TF seed (tf.random.set_seed).
+    Also used by the Beam pipeline (pipelines/beam_pipeline.py).
+    """
+    for index, chunk in enumerate(_chunks(records, shuffle_buffer_size)):
+        key = tf.constant([seed, index], tf.int64)
+        shuffled = tf.random.experimental.stateless_shuffle(tf.constant(chunk, tf.string), seed=key)
+        for start in range(0, int(shuffled.shape[0]), 1024):
+            yield from shuffled[start:start + 1024].numpy()
 
 
 def _chunks(records: Iterator[bytes], size: int) -> Iterator[List[bytes]]:
@@ -757,6 +763,14 @@ def spill_buckets(num_shards: int) -> int:
     """Spill files per shard: a function of num_shards only (determinism);
     about 256 spill files in all when there are fewer than 256 shards."""
     return max(1, min(16, 256 // num_shards))
+
+
+def spill_bucket(shuffle_key: tf.Tensor, buckets: int) -> tf.Tensor:
+    """Which spill file of its shard an instance goes to: a keyed hash of the
+    instance (its `shuffle_key`), not of its position."""
+    return tf.cast(tf.bitwise.right_shift(
+        random_ops.fold_in(shuffle_key, random_ops.SHUFFLE),
+        tf.constant(33, tf.uint64)), tf.int64) % buckets
 
 
 def _shard_seed(seed: int, shard: int) -> int:
@@ -791,10 +805,7 @@ def _instance_dataset(files: List[str], builder: instances_lib.InstanceBuilder,
         if not isinstance(lines, tf.RaggedTensor):
             lines = tf.RaggedTensor.from_tensor(lines)
         feats, stats = builder.build(lines, batch["doc_id"])
-        # Which spill file: a keyed hash of the instance, not of its position.
-        bucket = tf.cast(tf.bitwise.right_shift(
-            random_ops.fold_in(feats["shuffle_key"], random_ops.SHUFFLE),
-            tf.constant(33, tf.uint64)), tf.int64) % buckets
+        bucket = spill_bucket(feats["shuffle_key"], buckets)
         spill = tf.gather(first_spill, feats["doc_id"] % num_shards) + bucket
         chunks, sizes = _spill_chunks(tfrecords.serialize_examples(feats), spill,
                                       len(pending) * buckets)

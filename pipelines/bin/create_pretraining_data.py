@@ -12,6 +12,14 @@ Re-running after an interruption writes only the missing shards. The settings
 and a fingerprint of the inputs are kept in PREFIX.manifest.json beside the
 shards: a rerun with other settings or inputs stops with an error naming what
 differs, unless --overwrite (give it to every worker), which replaces the shards.
+
+On Apache Beam (pip install -e ".[beam]"), the same shards:
+
+    albert-create-pretraining-data --runner=DataflowRunner --input_file=gs://B/corpus/*.txt
+        --spm_model_file=30k-clean.model --output_dir=gs://B/data --num_shards=1024
+        -- --project=P --region=R --temp_location=gs://B/tmp
+
+(Beam pipeline options after a lone --; see pipelines/beam_pipeline.py.)
 """
 
 import sys
@@ -25,17 +33,37 @@ from flags import pipeline_flags
 FLAGS = flags.FLAGS
 
 
+def _run_beam(beam_args):
+    """The Beam pipeline on --runner with the Beam options of `beam_args`."""
+    if FLAGS.num_workers != 1 or FLAGS.shard_index != 0:
+        raise app.UsageError(
+            f"--runner={FLAGS.runner} splits the work itself: drop --num_workers="
+            f"{FLAGS.num_workers} / --shard_index={FLAGS.shard_index}.")
+    try:
+        from pipelines import beam_pipeline
+    except ImportError as e:
+        raise app.UsageError(
+            f"--runner={FLAGS.runner} needs Apache Beam: pip install -e \".[beam]\" ({e}).") from None
+    return beam_pipeline.create_pretraining_data_beam(
+        FLAGS.input_file.split(","), FLAGS.spm_model_file, FLAGS.output_dir,
+        pipeline_flags.pretraining_data_config(FLAGS),
+        beam_args=[f"--runner={FLAGS.runner}", *beam_args], overwrite=FLAGS.overwrite)
+
+
 def main(argv):
-    if len(argv) > 1:
+    if len(argv) > 1 and not FLAGS.runner:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]!r}")
     # TensorFlow is imported here, not at module load (see albert_tf/bin/common.py).
     from pipelines import create
 
     try:
-        summary = create.create_pretraining_data(
-            FLAGS.input_file.split(","), FLAGS.spm_model_file, FLAGS.output_dir,
-            pipeline_flags.pretraining_data_config(FLAGS), shard_index=FLAGS.shard_index,
-            num_workers=FLAGS.num_workers, overwrite=FLAGS.overwrite)
+        if FLAGS.runner:
+            summary = _run_beam(argv[1:])
+        else:
+            summary = create.create_pretraining_data(
+                FLAGS.input_file.split(","), FLAGS.spm_model_file, FLAGS.output_dir,
+                pipeline_flags.pretraining_data_config(FLAGS), shard_index=FLAGS.shard_index,
+                num_workers=FLAGS.num_workers, overwrite=FLAGS.overwrite)
     except (FileNotFoundError, ValueError) as e:
         # Bad input: one clear line, not a TensorFlow stack trace.
         logging.error("%s", e)
