@@ -7,11 +7,11 @@ features in Python with SentencePiece (`PieceText`, the same ids as the graph
 tokenizer) and keep what their post-processing needs. Metrics live in
 `albert_tf.metrics`.
 
-Modules: common (TextExample, encode_labels, text_dataset), glue, tabular,
+Modules: common (TextExample, encode_labels, training passes), glue, tabular,
 squad, race, tagging, sp_text (PieceText).
 """
 
-from pipelines.finetune.common import TextExample, encode_labels, text_dataset
+from pipelines.finetune.common import TextExample, encode_labels
 from pipelines.finetune.glue import GLUE_TASKS, glue_task, read_glue
 from pipelines.finetune.race import RaceExample, build_choice, read_race
 from pipelines.finetune.sp_text import PieceText
@@ -30,5 +30,5 @@ __all__ = [
     "build_choice", "convert_examples_to_features", "convert_sentences_to_features",
     "encode_labels", "glue_task", "learn_tag_names", "postprocess_predictions",
     "read_conll", "read_glue", "read_race", "read_squad_examples", "read_table",
-    "read_tabular_task", "text_dataset", "write_predictions",
+    "read_tabular_task", "write_predictions",
 ]

@@ -1,6 +1,7 @@
-"""What the text-classification readers share: the example record, label
-encoding with errors that name the file and line, and the tf.data builder of
-raw strings for Keras `fit` (the task models tokenize inside the graph).
+"""What the fine-tuning readers share: the example record, label encoding with
+errors that name the file and line, delimited/JSON-lines reading, and the
+training streams: seeded passes over the items (`shuffled_pass`,
+`length_bucketed_pass`) fed by `passes_dataset` from any batch on.
 
 Example:
 
@@ -8,9 +9,6 @@ Example:
 ...             TextExample("train-2", "a dull film", None, "0", "train.tsv:3")]
 >>> encode_labels(examples, ["0", "1"]).tolist()
 [1, 0]
->>> ds = text_dataset(examples, ["0", "1"], batch_size=2)
->>> [t.shape.as_list() for t in ds.element_spec]
-[[None], [None]]
 """
 
 from __future__ import annotations
@@ -114,54 +112,6 @@ def encode_labels(examples: Sequence[TextExample], label_names: Sequence[str],
                              f"not one of the label set {list(label_names)!r}.")
         ids.append(index[example.label])
     return np.asarray(ids, dtype=np.int32)
-
-
-def text_dataset(examples: Sequence[TextExample], label_names: Optional[Sequence[str]] = None,
-                 *, regression: bool = False, with_labels: bool = True,
-                 batch_size: Optional[int] = None, shuffle: bool = False, seed: int = 0,
-                 drop_remainder: bool = False) -> tf.data.Dataset:
-    """A dataset of raw strings for Keras `fit` / `evaluate` / `predict`.
-
-    Elements are `(text, label)` for single-text tasks and `((text, text_pair),
-    label)` for pair tasks (text tf.string [B]; label int32 ids, or float32 for
-    regression); without labels just `text` or `(text, text_pair)`.
-
-    Args:
-        examples: the examples (all with text_b, or all without).
-        label_names: the label list (ignored for regression).
-        regression: float labels.
-        with_labels: include the labels (False for unlabelled test files).
-        batch_size: batch the dataset when given.
-        shuffle: shuffle all examples (seeded; reshuffled every epoch).
-        seed: the shuffle seed.
-        drop_remainder: passed to `batch`.
-
-    Raises:
-        ValueError: on no examples, a mix of single and pair examples, or a bad label.
-    """
-    if not examples:
-        raise ValueError("text_dataset: no examples.")
-    has_pair = [e.text_b is not None for e in examples]
-    if any(has_pair) and not all(has_pair):
-        lone = examples[has_pair.index(False)]
-        raise ValueError(f"{lone.source}: example {lone.guid!r} has no second text while "
-                         "others have one; every example of a pair task needs text_b.")
-    texts = tf.constant([e.text_a for e in examples], dtype=tf.string)
-    features = texts
-    if has_pair[0]:
-        features = (texts, tf.constant([e.text_b for e in examples], dtype=tf.string))
-    if with_labels:
-        if not regression and label_names is None:
-            raise ValueError("text_dataset: label_names is required for classification labels.")
-        labels = encode_labels(examples, label_names or [], regression)
-        dataset = tf.data.Dataset.from_tensor_slices((features, labels))
-    else:
-        dataset = tf.data.Dataset.from_tensor_slices(features)
-    if shuffle:
-        dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
-    if batch_size:
-        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset
 
 
 def json_lines(path: str, lines: Sequence[str]) -> Iterator[Tuple[int, dict]]:

@@ -15,7 +15,7 @@ Example:
 >>> sentences = read_conll("train.txt")                           # doctest: +SKIP
 >>> tags = learn_tag_names(sentences)                              # doctest: +SKIP
 >>> features = convert_sentences_to_features(sentences, text, tags, 128)  # doctest: +SKIP
->>> logits = model.predict(features.dataset(32))                   # doctest: +SKIP
+>>> logits = model.predict(features.model_inputs(), batch_size=32)   # doctest: +SKIP
 >>> word_tags = features.word_predictions(logits.argmax(-1), tags)  # doctest: +SKIP
 """
 
@@ -140,20 +140,6 @@ class TaggingFeatures:
     def model_inputs(self) -> dict:
         return {"input_ids": self.input_ids, "input_mask": self.input_mask,
                 "segment_ids": self.segment_ids}
-
-    def dataset(self, batch_size: Optional[int] = None, *, with_labels: bool = False,
-                shuffle: bool = False, seed: int = 0,
-                drop_remainder: bool = False) -> tf.data.Dataset:
-        """x dicts (or (x, label_ids) with labels) for AlbertTokenClassifier."""
-        if len(self) == 0:
-            raise ValueError("TaggingFeatures.dataset: no sentences.")
-        elements = (self.model_inputs(), self.label_ids) if with_labels else self.model_inputs()
-        dataset = tf.data.Dataset.from_tensor_slices(elements)
-        if shuffle:
-            dataset = dataset.shuffle(len(self), seed=seed, reshuffle_each_iteration=True)
-        if batch_size:
-            dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-        return dataset
 
     def word_predictions(self, piece_tag_ids: np.ndarray, tag_names: Sequence[str],
                          default_tag: str = "O") -> List[List[str]]:

@@ -1,5 +1,7 @@
 """Task registry, the step schedule, option checks and eval_results.txt round trip."""
 
+import re
+
 import pytest
 
 from albert_tf.tasks import FinetuneOptions, TaskOptions, get_task, task_names
@@ -94,3 +96,23 @@ def test_spm_model_is_found_beside_the_checkpoint(tmp_path):
     options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), albert_config_file="c.json")
     with pytest.raises(FileNotFoundError, match="give --spm_model_file"):
         runner.find_spm_model(options)
+
+
+@pytest.mark.parametrize("task,change,message", [
+    ("squad_v2", {"doc_stride": 64}, "doc_stride: 128 there, 64 now"),
+    ("squad_v1", {"max_query_length": 32}, "max_query_length: 64 there, 32 now"),
+    ("race", {"max_qa_length": 64}, "max_qa_length: 128 there, 64 now"),
+    ("glue/sst-2", {"dropout_rate": 0.0}, "dropout: 0.1 there, 0.0 now"),
+    ("csv", {"label_column": "y"}, "label_column: 'label' there, 'y' now"),
+])
+def test_resume_refuses_other_reader_settings_naming_both_values(tmp_path, task, change, message):
+    def settings(**task_options):
+        options = FinetuneOptions(task, str(tmp_path), str(tmp_path), task_options=TaskOptions(**task_options))
+        return options, runner.run_settings(options, get_task(task, options.task_options),
+                                            {"total_steps": 10}, "float32")
+
+    options, state = settings()
+    runner._check_run_state(options, state)  # records it
+    runner._check_run_state(options, settings()[1])  # the same settings resume
+    with pytest.raises(ValueError, match=re.escape(message)):
+        runner._check_run_state(options, settings(**change)[1])

@@ -107,10 +107,10 @@ def test_unknown_tag_names_file_and_line(tmp_path, text):
         tagging.convert_sentences_to_features(tagging.read_conll(dev), text, ["B-PER", "O"], 16)
 
 
-def test_dataset(tmp_path, text):
+def test_model_inputs_and_labels(tmp_path, text):
     sentences = tagging.read_conll(_write(os.path.join(str(tmp_path), "t.txt"), TRAIN))
     names = tagging.learn_tag_names(sentences)
     features = tagging.convert_sentences_to_features(sentences, text, names, 16)
-    x, y = next(iter(features.dataset(2, with_labels=True)))
+    x, y = features.model_inputs(), features.label_ids
     assert sorted(x) == ["input_ids", "input_mask", "segment_ids"]
-    assert x["input_ids"].shape == (2, 16) and y.shape == (2, 16)
+    assert x["input_ids"].shape[1] == 16 and y.shape == x["input_ids"].shape
