@@ -82,6 +82,11 @@ def define_finetune_run_flags() -> None:
             "Passes over the training data (fractions allowed).")
     _define(flags.DEFINE_float, "warmup_proportion", 0.1,
             "Share of the training steps with a linear warmup.")
+    # The original run_classifier / run_race's names (run_glue.sh gives steps, not epochs).
+    _define(flags.DEFINE_integer, "train_step", None,
+            "Optimizer steps of the run; overrides --num_train_epochs.")
+    _define(flags.DEFINE_integer, "warmup_step", None,
+            "Linear warmup steps; overrides --warmup_proportion.")
     _define(flags.DEFINE_float, "layerwise_lr_decay", None,
             "Learning-rate factor per layer from the top (e.g. 0.8): layer l "
             "of L gets lr * decay**(L - l); the head gets lr. Off by default.")

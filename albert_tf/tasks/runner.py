@@ -53,6 +53,9 @@ class FinetuneOptions:
         train_batch_size / eval_batch_size: global batch sizes.
         learning_rate / num_train_epochs / warmup_proportion / weight_decay_rate:
             AdamW and its linear warmup + linear decay schedule.
+        train_step / warmup_step: the run's optimizer steps and warmup steps
+            (the original run_classifier / run_race flags), instead of
+            num_train_epochs / warmup_proportion; None: from those.
         optimizer: "adamw" (bias-corrected, as Hugging Face) or
             "adamw_original" (the original ALBERT's AdamW, no bias correction).
         layerwise_lr_decay: per-layer learning-rate factor from the top, or None.
@@ -82,6 +85,8 @@ class FinetuneOptions:
     weight_decay_rate: float = 0.01
     layerwise_lr_decay: Optional[float] = None
     optimizer: str = "adamw"
+    train_step: Optional[int] = None
+    warmup_step: Optional[int] = None
     steps_per_epoch: Optional[int] = None
     strategy: str = "default"
     tpu: Optional[str] = None
@@ -119,6 +124,10 @@ class FinetuneOptions:
             raise ValueError(f"--num_train_epochs must be positive, got {self.num_train_epochs!r}.")
         if not 0.0 <= self.warmup_proportion < 1.0:
             raise ValueError(f"--warmup_proportion must be in [0, 1), got {self.warmup_proportion!r}.")
+        if self.train_step is not None and self.train_step <= 0:
+            raise ValueError(f"--train_step must be positive, got {self.train_step!r}.")
+        if self.warmup_step is not None and not 0 <= self.warmup_step < (self.train_step or float("inf")):
+            raise ValueError(f"--warmup_step must be in [0, --train_step={self.train_step}), got {self.warmup_step!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
@@ -170,21 +179,25 @@ def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, 
     what remains (``last_epoch_steps`` <= ``steps_per_epoch``).
 
     Example (1,000 examples, batch 32, 3 epochs: int(93.75) = 93 steps; 10
-    steps in epochs of at most 4: 3 epochs of 4, 4 and 2):
+    steps in epochs of at most 4: 3 epochs of 4, 4 and 2; --train_step / --warmup_step instead of epochs):
     >>> o = FinetuneOptions("csv", "d", "o", num_train_epochs=3, train_batch_size=32)
     >>> training_schedule(1000, o)
     {'total_steps': 93, 'warmup_steps': 9, 'epochs': 3, 'steps_per_epoch': 31, 'last_epoch_steps': 31}
     >>> o = FinetuneOptions("csv", "d", "o", num_train_epochs=1, train_batch_size=1, steps_per_epoch=4)
     >>> training_schedule(10, o)
     {'total_steps': 10, 'warmup_steps': 1, 'epochs': 3, 'steps_per_epoch': 4, 'last_epoch_steps': 2}
+    >>> o = FinetuneOptions("csv", "d", "o", train_batch_size=32, train_step=800, warmup_step=200)
+    >>> training_schedule(1000, o)
+    {'total_steps': 800, 'warmup_steps': 200, 'epochs': 25, 'steps_per_epoch': 32, 'last_epoch_steps': 32}
     """
     if num_examples <= 0:
         raise ValueError(f"The training split of --data_dir={options.data_dir!r} has no examples.")
-    total = max(1, int(num_examples / options.train_batch_size * options.num_train_epochs))
+    total = options.train_step or max(1, int(num_examples / options.train_batch_size * options.num_train_epochs))
     per_epoch = options.steps_per_epoch or max(1, math.ceil(num_examples / options.train_batch_size))
     epochs = max(1, math.ceil(total / per_epoch))
     per_epoch = math.ceil(total / epochs)
-    return {"total_steps": total, "warmup_steps": int(total * options.warmup_proportion),
+    warmup = options.warmup_step if options.warmup_step is not None else int(total * options.warmup_proportion)
+    return {"total_steps": total, "warmup_steps": warmup,
             "epochs": epochs, "steps_per_epoch": per_epoch, "last_epoch_steps": total - (epochs - 1) * per_epoch}
 
 

@@ -79,3 +79,25 @@ def test_pooling_flag_reaches_the_classifier(tmp_path, choice):
     data = types.SimpleNamespace(label_names=["0", "1"])
     model = task.build_model(tiny_config(), None, data)
     assert model.pooling == choice and model.task_config["pooling"] == choice
+
+
+def test_train_step_and_warmup_step_set_the_schedule(tmp_path):
+    finetune._define_flags()
+    FLAGS.unparse_flags()
+    try:
+        FLAGS(["albert-finetune", "--task=csv", f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}",
+               "--train_batch_size=32", "--num_train_epochs=3", "--warmup_proportion=0.1", "--train_step=800",
+               "--warmup_step=200"])
+        options = finetune.options_from_flags()
+    finally:
+        FLAGS.unparse_flags()
+    # 1,000 examples: 32 batches a pass; 800 steps = 25 passes whatever --num_train_epochs says.
+    assert runner.training_schedule(1000, options) == {"total_steps": 800, "warmup_steps": 200, "epochs": 25,
+                                                       "steps_per_epoch": 32, "last_epoch_steps": 32}
+    # Only the steps: warmup from the proportion of those steps; without them: epochs as before.
+    assert runner.training_schedule(1000, FinetuneOptions("csv", "d", "o", train_step=50))["warmup_steps"] == 5
+    assert runner.training_schedule(1000, FinetuneOptions("csv", "d", "o"))["total_steps"] == 93
+    with pytest.raises(ValueError, match=r"--warmup_step must be in \[0, --train_step=800\), got 800"):
+        _options(tmp_path, train_step=800, warmup_step=800).validate()
+    with pytest.raises(ValueError, match="--train_step must be positive, got 0"):
+        _options(tmp_path, train_step=0).validate()
