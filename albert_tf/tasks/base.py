@@ -90,14 +90,15 @@ class FinetuneTask:
         sentence, a SQuAD window, a RACE question), what a batch gathers from."""
         raise NotImplementedError
 
-    def pass_batches(self, data: Any, batch_size: int, seed: int, pass_index: int) -> List[np.ndarray]:
+    def pass_batches(self, data: Any, num_items: int, batch_size: int, seed: int,
+                     pass_index: int) -> List[np.ndarray]:
         """The item indices of each batch of one pass, a function of (seed, pass_index) only.
 
-        Default: the items in random order (`pipelines.finetune.common.shuffled_pass`).
+        Default: the `num_items` items in random order (`pipelines.finetune.common.shuffled_pass`).
         """
         from pipelines.finetune.common import shuffled_pass
 
-        return shuffled_pass(self.num_train_items(data), batch_size, seed, pass_index)
+        return shuffled_pass(num_items, batch_size, seed, pass_index)
 
     def num_train_items(self, data: Any) -> int:
         """Rows of `train_items`."""
@@ -112,13 +113,15 @@ class FinetuneTask:
     def train_dataset(self, data: Any, batch_size: int, seed: int, start_batch: int = 0) -> tf.data.Dataset:
         """(inputs, targets) batches, pass after pass forever, from batch `start_batch` of that stream.
 
-        Pass p is `pass_batches(data, batch_size, seed, p)`, so the stream is
+        Pass p is `pass_batches(data, n, batch_size, seed, p)`, so the stream is
         the same whether a run starts at 0 or resumes at `start_batch`.
         """
         from pipelines.finetune.common import passes_dataset
 
-        ds = passes_dataset(self.train_items(data), lambda p: self.pass_batches(data, batch_size, seed, p),
-                            self.num_train_items(data), batch_size, start_batch)
+        items = self.train_items(data)
+        n = int(tf.nest.flatten(items)[0].shape[0])
+        ds = passes_dataset(items, lambda p: self.pass_batches(data, n, batch_size, seed, p), n, batch_size,
+                            start_batch)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------ model

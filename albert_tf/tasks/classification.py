@@ -144,14 +144,14 @@ class ClassificationTask(FinetuneTask):
             raise ValueError(f"The training split of {self.name} has no labels.")
         return data.inputs(), data.labels.astype(np.float32 if self.is_regression else np.int32)
 
-    def pass_batches(self, data: ClassificationData, batch_size: int, seed: int, pass_index: int):
+    def pass_batches(self, data: ClassificationData, num_items: int, batch_size: int, seed: int, pass_index: int):
         """With `options.length_buckets` (and a SentencePiece model): batches of
         similar length, in random order (`pipelines.finetune.common.length_bucketed_pass`),
         so a batch pads only to lengths close to its own; otherwise random batches."""
         from pipelines.finetune.common import length_bucketed_pass
 
         if not (self.options.length_buckets and self.options.spm_model_file):
-            return super().pass_batches(data, batch_size, seed, pass_index)
+            return super().pass_batches(data, num_items, batch_size, seed, pass_index)
         if data.lengths is None:
             data.lengths = packed_lengths(data, self.options)
         return length_bucketed_pass(data.lengths, batch_size, seed, pass_index)

@@ -133,7 +133,8 @@ class SquadTask(FinetuneTask):
         return [paths[k] for k in sorted(paths)]
 
 
-def v2_scores_at_best_threshold(gold_answers: Dict[str, List[str]], result) -> Tuple[Dict[str, float], Dict[str, str]]:
+def v2_scores_at_best_threshold(gold_answers: Dict[str, List[str]],
+                                result) -> Tuple[Dict[str, float], Dict[str, str]]:
     """The original run_squad_v2 evaluation: search the null-score threshold on
     the unthresholded answers, then score the answers at the threshold found.
 

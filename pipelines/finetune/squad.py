@@ -395,7 +395,8 @@ def convert_examples_to_features(examples: Sequence[SquadExample], text: PieceTe
         is_training: training features: an answer whose offsets fall outside
             the context skips the example (counted: the original fails on it);
             one whose text differs from the context at answer_start is trained
-            on the span its offsets give, as the original (counted). Answer positions are computed whenever the example has an answer
+            on the span its offsets give, as the original (counted). Answer
+            positions are computed whenever the example has an answer
             (start = end = 0 for impossible questions, windows without the
             answer and, outside training, answers that cannot be placed).
 
