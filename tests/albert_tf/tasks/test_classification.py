@@ -68,6 +68,15 @@ def test_train_dataset_batches_similar_lengths_and_each_example_once_a_pass(spm_
     assert all(np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]) for a, b in zip(batches, again))
 
 
+def test_a_mix_of_pairs_and_single_texts_names_the_example():
+    from albert_tf.tasks.classification import from_text_examples
+    from pipelines.finetune.common import TextExample
+
+    examples = [TextExample("a", "x", "y", "0", "f.tsv:2"), TextExample("b", "x", None, "0", "f.tsv:3")]
+    with pytest.raises(ValueError, match="f.tsv:3: example 'b' has no second text"):
+        from_text_examples(examples, ["0"], regression=False)
+
+
 def test_pairs_and_the_mixed_length_fallback(spm_model):
     data = _data(20, pairs=True)
     task = CsvTask("csv", TaskOptions(spm_model_file=spm_model))

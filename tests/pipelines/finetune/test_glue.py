@@ -143,32 +143,10 @@ def test_files_directly_in_data_dir(glue_dir):
     assert len(examples) == 2
 
 
-def test_text_dataset_pairs_and_singles(glue_dir):
+def test_pairs_and_singles(glue_dir):
     pairs, labels = glue.read_glue(glue_dir, "mnli", "dev")
-    ds = common.text_dataset(pairs, labels, batch_size=2)
-    (text, text_pair), label = next(iter(ds))
-    assert text.numpy().tolist() == [b"P1", b"P2"]
-    assert text_pair.numpy().tolist() == [b"H1", b"H2"]
-    assert label.numpy().tolist() == [2, 0]
+    assert [(e.text_a, e.text_b) for e in pairs] == [("P1", "H1"), ("P2", "H2")]
+    assert common.encode_labels(pairs, labels).tolist() == [2, 0]
     singles, _ = glue.read_glue(glue_dir, "cola", "test")
-    only_text = next(iter(common.text_dataset(singles, with_labels=False)))
-    assert only_text.numpy() == b"Bill whistled past the house."
-
-
-def test_text_dataset_shuffle_is_seeded(glue_dir):
-    examples = [common.TextExample(str(i), f"t{i}", None, str(i % 2), "f:1") for i in range(20)]
-
-    def order(seed):
-        ds = common.text_dataset(examples, ["0", "1"], shuffle=True, seed=seed)
-        return [t.numpy() for t, _ in ds]
-
-    assert order(3) == order(3)
-    assert order(3) != order(4)
-    assert sorted(order(3)) == sorted(e.text_a.encode() for e in examples)
-
-
-def test_text_dataset_rejects_mixed_pairs():
-    examples = [common.TextExample("a", "x", "y", "0", "f.tsv:2"),
-                common.TextExample("b", "x", None, "0", "f.tsv:3")]
-    with pytest.raises(ValueError, match="f.tsv:3: example 'b' has no second text"):
-        common.text_dataset(examples, ["0"])
+    assert singles[0].text_a == "Bill whistled past the house."
+    assert singles[0].text_b is None and singles[0].label is None
