@@ -35,10 +35,6 @@ FLAGS = flags.FLAGS
 
 def _run_beam(beam_args):
     """The Beam pipeline on --runner with the Beam options of `beam_args`."""
-    if FLAGS.num_workers != 1 or FLAGS.shard_index != 0:
-        raise app.UsageError(
-            f"--runner={FLAGS.runner} splits the work itself: drop --num_workers="
-            f"{FLAGS.num_workers} / --shard_index={FLAGS.shard_index}.")
     try:
         from pipelines import beam_pipeline
     except ImportError as e:
@@ -53,6 +49,10 @@ def _run_beam(beam_args):
 def main(argv):
     if len(argv) > 1 and not FLAGS.runner:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]!r}")
+    if FLAGS.runner and (FLAGS.num_workers != 1 or FLAGS.shard_index != 0):
+        raise app.UsageError(
+            f"--runner={FLAGS.runner} splits the work itself: drop --num_workers="
+            f"{FLAGS.num_workers} / --shard_index={FLAGS.shard_index}.")
     # TensorFlow is imported here, not at module load (see albert_tf/bin/common.py).
     from pipelines import create
 

@@ -1,0 +1,153 @@
+"""The Beam pipeline of albert-create-pretraining-data against the single-machine tool.
+
+The reference is `pipelines.create` (tested on its own in test_create.py): the Beam
+pipeline must write the same bytes, shard by shard, on the DirectRunner in-process and
+with two worker processes. The corpus is built to reach the hard cases of document
+numbering: several files (one gzip, one with CRLF line ends), a document longer than
+max_document_lines that crosses a 1024-line block boundary inside the second file (so
+the tool cuts it at a position that depends on the lines of the first file), blank-line
+runs, a line of invalid UTF-8 and a line over max_line_bytes.
+"""
+
+import dataclasses
+import filecmp
+import gzip
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+beam = pytest.importorskip("apache_beam", reason="apache-beam is in the [test] and [beam] extras")
+
+from pipelines import beam_pipeline, create  # noqa: E402
+from tests.pipelines.conftest import write_corpus  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONFIG = create.PretrainingDataConfig(max_seq_length=32, max_predictions_per_seq=5, dupe_factor=2,
+                                      num_shards=3, shuffle_buffer_size=16, max_document_lines=100,
+                                      max_line_bytes=400)
+MULTI = ["--direct_num_workers=2", "--direct_running_mode=multi_processing"]
+
+
+def _long_document(path, lines, seed):
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        for i in range(lines):
+            words = rng.choice(["ka", "lo", "mi", "ten", "ser", "the", "of"], size=int(rng.integers(3, 12)))
+            f.write(" ".join(words).capitalize() + ".\r\n")
+        f.write("\r\n\r\n\r\n")
+        f.write("A short last document.\r\nWith two lines.\r\n")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, spm_model):
+    root = tmp_path_factory.mktemp("beam_corpus")
+    first = write_corpus(str(root / "a.txt"), num_docs=110, seed=3)  # ~800 lines
+    with open(first, "ab") as f:
+        f.write(b"Bad bytes \xff\xfe here.\nA good line.\n" + b"long " * 100 + b"\nEnd of it.\n\n")
+    _long_document(str(root / "b.txt"), 400, seed=4)  # crosses line 1024 of the corpus
+    plain = write_corpus(str(root / "c.txt"), num_docs=20, seed=5)
+    with open(plain, "rb") as src, gzip.open(str(root / "c.txt.gz"), "wb") as dst:
+        dst.write(src.read())
+    os.remove(plain)
+    pattern = str(root / "*.txt*")
+    tool = str(root / "tool")
+    summary = create.create_pretraining_data([pattern], spm_model, tool, CONFIG)
+    return {"pattern": pattern, "tool": tool, "summary": summary, "root": root}
+
+
+def _same_files(a, b):
+    names = sorted(os.listdir(a))
+    assert names == sorted(os.listdir(b))
+    return [n for n in names if not filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False)]
+
+
+def _counts(summary):
+    return {f.name: getattr(summary, f.name) for f in dataclasses.fields(summary)
+            if f.name not in ("seconds", "shards_written", "shards_already_complete")}
+
+
+def test_the_corpus_reaches_the_hard_cases(corpus):
+    s = corpus["summary"]
+    assert s.skipped_lines_invalid_utf8 == 1 and s.skipped_lines_too_long == 1
+    assert s.instances > 300 and len(s.shards_written) == 3
+    # 110 + 1 (the bad-bytes one) in a.txt, 2 in b.txt, 20 in c.txt.gz, and one more: the
+    # tool cut b.txt's 400-line document where line 1024 of the corpus ends a block (over
+    # max_document_lines=100 pending there), a position set by a.txt's length.
+    assert s.documents == 110 + 1 + 2 + 20 + 1
+
+
+def test_two_worker_processes_write_the_tools_bytes(corpus, spm_model, tmp_path):
+    """(The in-process DirectRunner: test_binary_with_runner_and_beam_options.)"""
+    out = str(tmp_path / "beam")
+    summary = beam_pipeline.create_pretraining_data_beam([corpus["pattern"]], spm_model, out, CONFIG,
+                                                         beam_args=MULTI)
+    assert _same_files(corpus["tool"], out) == []  # shards and manifest, byte for byte
+    assert _counts(summary) == _counts(corpus["summary"])
+    assert len(summary.shards_written) == 3 and not summary.shards_already_complete
+
+
+def test_rerun_after_a_killed_run_writes_only_the_missing_shard(corpus, spm_model, tmp_path):
+    out = str(tmp_path / "beam")
+    shutil.copytree(corpus["tool"], out)
+    # What a run killed while writing shard 1 leaves: no shard 1, its temporary file.
+    missing = create.shard_path(out, 1, 3)
+    os.remove(missing)
+    stale = os.path.join(out, "." + os.path.basename(missing) + ".incomplete")
+    with open(stale, "wb") as f:
+        f.write(b"half a shard")
+    kept = {p: os.stat(p).st_mtime_ns for p in (create.shard_path(out, 0, 3), create.shard_path(out, 2, 3))}
+    summary = beam_pipeline.create_pretraining_data_beam([corpus["pattern"]], spm_model, out, CONFIG)
+    assert summary.shards_written == [missing] and sorted(summary.shards_already_complete) == sorted(kept)
+    assert {p: os.stat(p).st_mtime_ns for p in kept} == kept  # untouched
+    assert _same_files(corpus["tool"], out) == []  # the temporary file is gone too
+
+
+def test_other_settings_are_named_before_launch(corpus, spm_model):
+    with pytest.raises(ValueError, match=r"setting dupe_factor: old 2, new 3.*--overwrite"):
+        beam_pipeline.create_pretraining_data_beam(
+            [corpus["pattern"]], spm_model, corpus["tool"], dataclasses.replace(CONFIG, dupe_factor=3))
+
+
+def test_changed_input_of_the_same_size_is_named_by_the_pipeline(corpus, spm_model, tmp_path):
+    """The launcher sees names and sizes only; the workers' SHA-256 catch the rest."""
+    inputs = tmp_path / "inputs"
+    shutil.copytree(corpus["root"], inputs, ignore=shutil.ignore_patterns("tool"))
+    text = (inputs / "b.txt").read_bytes()
+    (inputs / "b.txt").write_bytes(text.replace(b"Ka", b"Lo", 1) if b"Ka" in text else text.replace(b"Mi", b"Ka", 1))
+    out = str(tmp_path / "out")
+    shutil.copytree(corpus["tool"], out)
+    with pytest.raises(Exception, match=r"input file 2: old b\.txt .*new b\.txt"):
+        beam_pipeline.create_pretraining_data_beam([str(inputs / "*.txt*")], spm_model, out, CONFIG)
+
+
+def _binary(*args):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    return subprocess.run([sys.executable, "-m", "pipelines.bin.create_pretraining_data", *args], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_binary_with_runner_and_beam_options(corpus, spm_model, tmp_path):
+    out = str(tmp_path / "bin")
+    flags = [f"--{k}={getattr(CONFIG, k)}" for k in ("max_seq_length", "max_predictions_per_seq", "dupe_factor",
+                                                     "num_shards", "shuffle_buffer_size", "max_document_lines",
+                                                     "max_line_bytes")]
+    done = _binary(f"--input_file={corpus['pattern']}", f"--spm_model_file={spm_model}", f"--output_dir={out}",
+                   "--runner=DirectRunner", *flags, "--", "--direct_num_workers=1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "instances: " in done.stderr
+    assert _same_files(corpus["tool"], out) == []
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--input_file={root}/nothing*.txt"], "No input file matches ['{root}/nothing*.txt']"),
+    (["--input_file={pattern}", "--num_workers=2"], "--runner=DirectRunner splits the work itself"),
+])
+def test_binary_names_bad_input(corpus, spm_model, tmp_path, args, message):
+    fill = dict(root=corpus["root"], pattern=corpus["pattern"])
+    done = _binary(*[a.format(**fill) for a in args], f"--spm_model_file={spm_model}",
+                   f"--output_dir={tmp_path / 'out'}", "--runner=DirectRunner")
+    assert done.returncode == 1 and message.format(**fill) in done.stderr, done.stderr[-2000:]
