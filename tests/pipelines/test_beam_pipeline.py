@@ -151,3 +151,12 @@ def test_binary_names_bad_input(corpus, spm_model, tmp_path, args, message):
     done = _binary(*[a.format(**fill) for a in args], f"--spm_model_file={spm_model}",
                    f"--output_dir={tmp_path / 'out'}", "--runner=DirectRunner")
     assert done.returncode == 1 and message.format(**fill) in done.stderr, done.stderr[-2000:]
+
+
+def test_nsp_mode_writes_the_tools_bytes(corpus_file, spm_model, tmp_path):
+    """Random other documents come from the tool's batch (docs_per_batch of one shard):
+    the Beam windows must be those batches."""
+    config = dataclasses.replace(CONFIG, random_next_sentence=True, docs_per_batch=4, dupe_factor=1)
+    create.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "tool"), config)
+    beam_pipeline.create_pretraining_data_beam([corpus_file], spm_model, str(tmp_path / "beam"), config)
+    assert _same_files(str(tmp_path / "tool"), str(tmp_path / "beam")) == []
