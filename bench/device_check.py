@@ -157,6 +157,10 @@ def summary(out: str, mode: str) -> str:
                   "|---|---|---|---|---|---|---|"]
         lines += ["| " + " | ".join(_pretrain_row(n, os.path.join(out, "logs", n + ".log"))) + " |"
                   for n in pretrain]
+    evaluated = os.path.join(out, "runs", "classifier", "eval_results.txt")
+    if os.path.exists(evaluated):
+        results = open(evaluated, encoding="utf-8").read().split("\n")
+        lines += ["", "Fine-tuned classifier (stdlib topic task, 1 epoch): " + "; ".join(r for r in results if r)]
     served = os.path.join(out, "logs", "serve.log")
     if os.path.exists(served):
         lines += ["", "Served classifier: `" + open(served, encoding="utf-8").read().strip().splitlines()[-1] + "`"]

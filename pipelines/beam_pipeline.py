@@ -445,6 +445,14 @@ def _summary(result, seconds: float) -> Tuple[PretrainingDataSummary, int]:
     return summary, int(values["shards_written"])
 
 
+def _stale_output_message(error: BaseException) -> Optional[str]:
+    """The manifest check's one-line message inside a runner's error, if any."""
+    for line in str(error).splitlines():
+        if "--overwrite" in line and "output directory" in line:
+            return line.split("ValueError: ", 1)[-1].strip()
+    return None
+
+
 def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str, output_dir: str,
                                  config: Optional[PretrainingDataConfig] = None, *,
                                  beam_args: Sequence[str] = (), overwrite: bool = False
@@ -490,8 +498,14 @@ def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str
                                 config.file_prefix) for s in range(config.num_shards)]
     complete = set() if overwrite else {p for p in finals if tf.io.gfile.exists(p)}
     options = PipelineOptions(list(beam_args))
-    with beam.Pipeline(options=options) as pipeline:
-        build_pipeline(pipeline, files, spm_proto, spm_fingerprint, output_dir, config, overwrite)
+    try:
+        with beam.Pipeline(options=options) as pipeline:
+            build_pipeline(pipeline, files, spm_proto, spm_fingerprint, output_dir, config, overwrite)
+    except Exception as error:  # runners wrap the workers' errors in their own types
+        stale = _stale_output_message(error)
+        if stale:
+            raise ValueError(stale) from None
+        raise
     summary, written = _summary(pipeline.result, time.time() - start)
     summary.shards_written = [p for p in finals if p not in complete]
     summary.shards_already_complete = [p for p in finals if p in complete]

@@ -120,7 +120,8 @@ def test_changed_input_of_the_same_size_is_named_by_the_pipeline(corpus, spm_mod
     (inputs / "b.txt").write_bytes(text.replace(b"Ka", b"Lo", 1) if b"Ka" in text else text.replace(b"Mi", b"Ka", 1))
     out = str(tmp_path / "out")
     shutil.copytree(corpus["tool"], out)
-    with pytest.raises(Exception, match=r"input file 2: old b\.txt .*new b\.txt"):
+    with pytest.raises(ValueError, match=r"^\S+ holds shards made with other settings or inputs .*input file 2: "
+                                         r"old b\.txt .*new b\.txt.*--overwrite"):
         beam_pipeline.create_pretraining_data_beam([str(inputs / "*.txt*")], spm_model, out, CONFIG)
 
 
