@@ -18,6 +18,7 @@ from __future__ import annotations
 import collections
 import csv
 import hashlib
+import re
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from pipelines.fileio import atomic_write
@@ -226,3 +227,66 @@ def majority_baseline(train_labels: Sequence[str], dev_labels: Sequence[str]) ->
         raise ValueError("majority_baseline needs non-empty train and dev labels.")
     label = collections.Counter(train_labels).most_common(1)[0][0]
     return label, sum(y == label for y in dev_labels) / len(dev_labels)
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def bag_of_words(text: str) -> List[str]:
+    """Lower-cased runs of letters and digits: the words a bag-of-words baseline counts.
+
+    Example:
+    >>> bag_of_words("Open the FILE; return os.path (v2).")
+    ['open', 'the', 'file', 'return', 'os', 'path', 'v2']
+    """
+    return _WORD.findall(text.lower())
+
+
+def naive_bayes_baseline(train_texts: Sequence[str], train_labels: Sequence[str], dev_texts: Sequence[str],
+                         alpha: float = 1.0) -> List[str]:
+    """Multinomial naive Bayes on word counts: the dev predictions of a model with no pretraining.
+
+    Each label scores log P(label) + sum over the text's words of
+    log P(word | label), with P(word | label) = (count + alpha) / (total +
+    alpha * V) over the training vocabulary V (Laplace smoothing); words not
+    seen in training are ignored. Ties go to the label first in sorted order.
+
+    Args:
+        train_texts, train_labels: the training split.
+        dev_texts: texts to label.
+        alpha: additive smoothing (> 0).
+
+    Returns:
+        One predicted label per dev text.
+
+    Example:
+    >>> naive_bayes_baseline(["open file", "read file", "send mail"], ["files", "files", "net"],
+    ...                      ["send file", "mail"])
+    ['files', 'net']
+    """
+    import numpy as np
+
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}.")
+    if not train_texts or len(train_texts) != len(train_labels):
+        raise ValueError(f"naive_bayes_baseline needs as many train texts as labels, got {len(train_texts)} "
+                         f"texts and {len(train_labels)} labels.")
+    labels = sorted(set(train_labels))
+    label_index = {label: i for i, label in enumerate(labels)}
+    vocab: Dict[str, int] = {}
+    for text in train_texts:
+        for word in bag_of_words(text):
+            vocab.setdefault(word, len(vocab))
+    counts = np.zeros((len(labels), len(vocab)))
+    for text, label in zip(train_texts, train_labels):
+        for word in bag_of_words(text):
+            counts[label_index[label], vocab[word]] += 1
+    log_prior = np.log(np.bincount([label_index[y] for y in train_labels], minlength=len(labels)) /
+                       len(train_labels))
+    log_likelihood = np.log((counts + alpha) / (counts.sum(axis=1, keepdims=True) + alpha * len(vocab)))
+    predictions = []
+    for text in dev_texts:
+        ids = [vocab[w] for w in bag_of_words(text) if w in vocab]
+        scores = log_prior + log_likelihood[:, ids].sum(axis=1)
+        predictions.append(labels[int(np.argmax(scores))])
+    return predictions

@@ -32,6 +32,7 @@ class ComparisonSettings:
         warmup_proportion: linear warmup share.
         mixed_precision: auto, float32 or bfloat16.
         seed: head initialisation, dropout, data order.
+        pooling: the classifier's input, "pooled" ([CLS], the original) or "mean".
         log_steps: progress-line interval.
     """
 
@@ -43,6 +44,7 @@ class ComparisonSettings:
     mixed_precision: str = "auto"
     seed: int = 12345
     log_steps: int = 50
+    pooling: str = "pooled"
 
 
 def _majority(task_dir: str, label_column: str = "label") -> Dict[str, Any]:
@@ -92,7 +94,8 @@ def compare_pretrained_vs_random(task_dir: str, pretrained_dir: str, output_dir:
                           ("random", {"albert_config_file": config_file})):
         options = FinetuneOptions(
             task="csv", data_dir=task_dir, output_dir=os.path.join(output_dir, name),
-            task_options=TaskOptions(max_seq_length=settings.max_seq_length, spm_model_file=spm_model_file),
+            task_options=TaskOptions(max_seq_length=settings.max_seq_length, spm_model_file=spm_model_file,
+                                     pooling=settings.pooling),
             train_batch_size=settings.train_batch_size, eval_batch_size=128,
             learning_rate=settings.learning_rate, num_train_epochs=settings.num_train_epochs,
             warmup_proportion=settings.warmup_proportion, mixed_precision=settings.mixed_precision,

@@ -1,16 +1,20 @@
-"""albert-demo end to end on a tiny corpus and a tiny time budget (a smoke test).
+"""albert-demo: its verdict and baselines on hand-made figures, and end to end on a tiny corpus (a smoke test).
 
-The real demo trains for minutes; here the point is that every stage runs,
-writes what it promises and can be re-run on the same folder.
+The real demo trains for minutes; the smoke test checks that every stage
+runs, writes what it promises and can be re-run on the same folder.
 """
 
+import math
 import os
 import random
 import re
 import subprocess
 import sys
 
+import pytest
+
 import albert_tf
+from albert_tf.bin import demo
 from pipelines import stdlib_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,7 +38,7 @@ def _run_demo(out, corpus):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     return subprocess.run(
         [sys.executable, "-m", "albert_tf.bin.demo", f"--output_dir={out}", f"--input_file={corpus}",
-         "--minutes=0.05", "--vocab_size=120", "--dupe_factor=2", "--train_batch_size=8",
+         "--pretrain_steps=30", "--vocab_size=120", "--dupe_factor=2", "--train_batch_size=8",
          "--finetune_train_examples=48", "--finetune_dev_examples=32", "--finetune_epochs=1"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
     )
@@ -55,12 +59,18 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     model_dir = out / "model"
     for name in ("albert_config.json", "model.weights.safetensors", "spm.model", "eval_results.txt"):
         assert (model_dir / name).exists(), name
-    # Fine-tuning: both runs evaluated on the held-out modules, with the baseline.
-    match = re.search(r"from the pretrained weights (\d\.\d+), from random weights (\d\.\d+).*"
-                      r"most frequent topic '(\w+)': (\d\.\d+)", log)
+    assert "Pretraining stage:" in log and "of 30 steps" in log and "CUT SHORT" not in log
+    assert re.search(r"Fill-in-the-blank on \d+ held-out sentences .* first \d+ times .* top 5 \d+ times", log)
+    # Fine-tuning: both runs evaluated on the held-out modules, beside naive Bayes and the majority class.
+    match = re.search(r"from the pretrained weights +(\d\.\d+)\n.*from random weights +(\d\.\d+)\n"
+                      r".*naive Bayes.* (\d\.\d+)\n.*most frequent topic '(\w+)' +(\d\.\d+)\n", log)
     assert match, log[-3000:]
-    pretrained_acc, random_acc, _, majority = (float(g) if i != 2 else g for i, g in enumerate(match.groups()))
-    assert all(0.0 <= v <= 1.0 for v in (pretrained_acc, random_acc, majority))
+    pretrained_acc, random_acc, bow, _, majority = (float(g) if i != 3 else g for i, g in enumerate(match.groups()))
+    assert all(0.0 <= v <= 1.0 for v in (pretrained_acc, random_acc, bow, majority))
+    # The verdict names its figures and agrees with them.
+    verdict = learning_verdict_from_log(log)
+    assert verdict == demo.learning_verdict(demo.DemoFigures(
+        30, 30, *figures_from_log(log), pretrained_acc, random_acc, majority, bow, 32))[0]
     for name in ("pretrained", "random"):
         results = open(out / "finetune" / name / "eval_results.txt").read()
         assert f"accuracy = " in results
@@ -85,3 +95,125 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     assert "Fine-tuning task already in" in again.stderr
     assert again.stderr.count("Training already finished") == 2  # pretrained and random runs
     assert again.stderr.count("Export already at") == 2
+
+
+def figures_from_log(log):
+    """(MLM accuracy, frequent-piece baseline, positions) as the demo printed them."""
+    m = re.search(r"Held-out masked-LM accuracy (\d\.\d+) on (\d+) masked positions .*: (\d\.\d+)\)", log)
+    assert m, log[-3000:]
+    return float(m.group(1)), float(m.group(3)), int(m.group(2))
+
+
+def learning_verdict_from_log(log):
+    happened = "Learning happened:" in log
+    assert happened != ("Learning did NOT clearly happen" in log), log[-3000:]
+    return happened
+
+
+# --------------------------------------------------------------- the verdict, on hand-made figures
+
+GOOD = dict(pretrain_steps=1500, pretrain_steps_planned=1500, mlm_accuracy=0.16, mlm_baseline=0.06,
+            mlm_positions=30000, pretrained_accuracy=0.62, random_accuracy=0.55, majority_accuracy=0.25,
+            bag_of_words_accuracy=0.65, dev_examples=600)
+
+
+def test_chance_margin_is_three_binomial_sigmas():
+    # 3 * sqrt(0.25 * 0.75 / 600) = 3 * 0.0176777 = 0.0530330
+    assert demo.chance_margin(0.25, 600) == pytest.approx(0.0530330, abs=1e-7)
+    assert demo.chance_margin(0.06, 30000, sigmas=2.0) == pytest.approx(2 * math.sqrt(0.06 * 0.94 / 30000))
+    with pytest.raises(ValueError, match="0"):
+        demo.chance_margin(0.5, 0)
+
+
+def test_verdict_passes_when_every_figure_clears_its_baseline():
+    ok, lines = demo.learning_verdict(demo.DemoFigures(**GOOD))
+    assert ok
+    assert [line.split()[0] for line in lines[:3]] == ["PASS", "PASS", "PASS"]
+    # pretrained - random = +7.0 points; 2 sigma of a difference at p = 0.585, n = 600:
+    # 2 * sqrt(2 * 0.585 * 0.415 / 600) = 0.05690 -> "paid".
+    assert lines[3] == ("paid: pretraining, pretrained - random = +7.0 points "
+                        "(2-sigma spread of a difference: 5.7)")
+    assert lines[4] == "bag of words (naive Bayes) 0.650: pretrained -3.0 points, random -10.0 points"
+    assert not any(line.startswith("CUT") for line in lines)
+
+
+@pytest.mark.parametrize("change, failed", [
+    # Majority 0.25 on 600 passages: the bar is 0.25 + 0.0530 = 0.3030.
+    (dict(pretrained_accuracy=0.30), "fine-tuning from pretrained weights"),
+    (dict(pretrained_accuracy=0.25), "fine-tuning from pretrained weights"),  # the issue's collapse
+    (dict(random_accuracy=0.303), "fine-tuning from random weights"),
+    # Frequent piece 0.06 on 30,000 positions: bar 0.06 + 0.00411.
+    (dict(mlm_accuracy=0.064), "masked LM"),
+])
+def test_verdict_fails_naming_the_figure_below_its_bar(change, failed):
+    ok, lines = demo.learning_verdict(demo.DemoFigures(**{**GOOD, **change}))
+    assert not ok
+    assert [line for line in lines if line.startswith("FAIL")] == [
+        line for line in lines if line.startswith(f"FAIL {failed}:")]
+    assert len([line for line in lines if line.startswith("FAIL")]) == 1
+
+
+def test_verdict_just_above_the_bar_passes():
+    ok, _ = demo.learning_verdict(demo.DemoFigures(**{**GOOD, "pretrained_accuracy": 0.3035,
+                                                      "random_accuracy": 0.3035, "mlm_accuracy": 0.0642}))
+    assert ok
+
+
+def test_verdict_reports_unpaid_pretraining_and_a_cut_without_failing_on_them():
+    ok, lines = demo.learning_verdict(demo.DemoFigures(**{**GOOD, "pretrained_accuracy": 0.57,
+                                                          "pretrain_steps": 700}))
+    assert ok  # learning happened; pretraining paying is a target, not a sign of learning
+    assert lines[3].startswith("did not pay: pretraining, pretrained - random = +2.0 points")
+    assert lines[-1] == "CUT pretraining stopped at 700 of 1500 steps (the --minutes safety cap)"
+
+
+def test_stale_finetuning_is_removed_when_the_pretrained_model_changed(tmp_path):
+    out = str(tmp_path)
+    assert not demo.forget_stale_finetuning(out, 1)
+    for folder in ("finetune/pretrained", "export/topic_classifier/1"):
+        os.makedirs(os.path.join(out, folder))
+    assert not demo.forget_stale_finetuning(out, 1)  # same model: kept
+    assert os.path.isdir(os.path.join(out, "finetune", "pretrained"))
+    assert demo.forget_stale_finetuning(out, 30)  # resumed to step 30: made again
+    assert not os.path.exists(os.path.join(out, "finetune", "pretrained"))
+    assert not os.path.exists(os.path.join(out, "export"))
+    assert open(os.path.join(out, "finetune", "pretrain_step.txt")).read() == "30\n"
+
+
+# --------------------------------------------------------------- the bag-of-words baseline
+
+def test_naive_bayes_matches_a_hand_worked_example():
+    train = ["open the file", "read the file", "close file", "send the mail", "mail server"]
+    labels = ["files", "files", "files", "net", "net"]
+    # Vocabulary (V = 8): open the file read close send mail server.
+    # files: counts open 1, the 2, file 3, read 1, close 1 (total 8) -> P(w) = (c + 1) / 16; prior 3/5
+    # net:   counts the 1, send 1, mail 2, server 1 (total 5)        -> P(w) = (c + 1) / 13; prior 2/5
+    # "the mail":  files 3/5 * 3/16 * 1/16 = 0.007031; net 2/5 * 2/13 * 3/13 = 0.014201 -> net
+    # "the":       files 3/5 * 3/16 = 0.1125;          net 2/5 * 2/13 = 0.0615        -> files
+    # "send file": files 3/5 * 1/16 * 4/16 = 0.009375; net 2/5 * 2/13 * 1/13 = 0.004734 -> files
+    # "unknown words only": no known word, the prior decides -> files
+    # "MAIL, Server!": lower-cased words mail, server:
+    #              files 3/5 * 1/16 * 1/16 = 0.00234;  net 2/5 * 3/13 * 2/13 = 0.0142    -> net
+    dev = ["the mail", "the", "send file", "unknown words only", "MAIL, Server!"]
+    assert stdlib_tasks.naive_bayes_baseline(train, labels, dev) == ["net", "files", "files", "files", "net"]
+    # With alpha = 0.01, "send file": files 3/5 * 0.01/8.08 * 3.01/8.08 = 0.000277;
+    # net 2/5 * 1.01/5.08 * 0.01/5.08 = 0.000157 -> still files; "the": files 0.6*2.01/8.08 = 0.149 vs
+    # net 0.4*1.01/5.08 = 0.0795 -> files.
+    assert stdlib_tasks.naive_bayes_baseline(train, labels, ["send file", "the"], alpha=0.01) == ["files", "files"]
+
+
+def test_naive_bayes_ties_go_to_the_first_label_and_bad_inputs_fail():
+    # Symmetric training data: every text scores the same for both labels.
+    assert stdlib_tasks.naive_bayes_baseline(["x", "y"], ["b", "a"], ["z", "x y"]) == ["a", "a"]
+    with pytest.raises(ValueError, match="-1"):
+        stdlib_tasks.naive_bayes_baseline(["x"], ["a"], ["x"], alpha=-1)
+    with pytest.raises(ValueError, match="1 texts and 2 labels"):
+        stdlib_tasks.naive_bayes_baseline(["x"], ["a", "b"], ["x"])
+
+
+def test_docstring_examples_of_the_demo_run():
+    # tests/test_doctests.py leaves the binaries out (they define flags); the demo's examples run here.
+    import doctest
+
+    result = doctest.testmod(demo)
+    assert result.failed == 0 and result.attempted >= 5
