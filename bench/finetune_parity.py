@@ -72,6 +72,9 @@ flags.DEFINE_integer("max_seq_length", 64, "Packed tokens per example.")
 flags.DEFINE_integer("batch_size", 32, "Training batch.")
 flags.DEFINE_float("epochs", 3.0, "Training epochs.")
 flags.DEFINE_integer("pretrain_steps", 2000, "albert-pretrain steps of the pretrained start (batch 64).")
+flags.DEFINE_string("pretrained_dir", None, "Use this albert-tf checkpoint folder as the pretrained start instead "
+                    "of pretraining one (it must have the benchmark's config and SentencePiece model).")
+flags.DEFINE_bool("report_only", False, "Write the report from the runs in the jsonl; run nothing.")
 flags.DEFINE_string("cache_dir", os.path.join(REPO_DIR, "bench_cache", "finetune_parity"),
                     "Corpus, vocabulary, tasks, the pretrained model and scratch runs (git-ignored).")
 flags.DEFINE_string("results", os.path.join(REPO_DIR, "bench", "results", "finetune_parity"),
@@ -631,10 +634,13 @@ def versions() -> str:
 # -------------------------------------------------------------------- main
 def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequence[str], seeds: int,
               grid: Sequence[float], s: Settings, cache: str, results: str, jobs: int, threads: int,
-              timeout: float, pretrain_steps: int, in_process: bool = False) -> Dict[str, object]:
+              timeout: float, pretrain_steps: int, in_process: bool = False, pretrained_dir: str = "",
+              report_only: bool = False) -> Dict[str, object]:
     """Prepares data and starts, runs the grid then the seeds, writes the jsonl and the markdown.
 
     in_process: every run in this process, one after the other (the smoke test: no process start-ups).
+    pretrained_dir: an existing checkpoint folder for the pretrained start (else pretrained here).
+    report_only: no runs; the report from what the jsonl holds.
     """
     from bench.systems import common
 
@@ -654,9 +660,16 @@ def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequenc
         json.dump(s.config, f, indent=1, sort_keys=True)
     init = {"config": s.config, "config_file": config_file, "spm": spm_model}
     checks = {}
-    if "pretrained" in starts:
-        init["ours"] = prepare_pretrained(cache, s.config, spm_model, pretrain_steps, s.smoke)
+    if "pretrained" in starts and not report_only:
+        init["ours"] = pretrained_dir or prepare_pretrained(cache, s.config, spm_model, pretrain_steps, s.smoke)
         init["hf"], checks = convert_for_peers(init["ours"], tasks[task_names[0]]["npz"], threads, in_process)
+        checks["pretrained_dir"] = os.path.relpath(init["ours"], REPO_DIR)
+        with open(os.path.join(cache, "checks.json" if not s.smoke else "checks_smoke.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump(checks, f, indent=1, sort_keys=True)
+    elif report_only and os.path.exists(os.path.join(cache, "checks.json")):
+        with open(os.path.join(cache, "checks.json"), encoding="utf-8") as f:
+            checks = json.load(f)
     journal = Journal(results + ".jsonl", s.digest(spm_model_digest(spm_model), pretrain_steps,
                                                    {n: t["data_digest"] for n, t in tasks.items()}))
     scratch = os.path.join(cache, "runs")
@@ -665,11 +678,13 @@ def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequenc
         return execute(run, tasks[run.task], s, init, scratch, threads, timeout, in_process)
 
     combos = list(itertools.product(task_names, starts, systems))
+    if report_only:
+        jobs, combos = 0, []
     run_all([Run(t, st, sy, g, 0) for t, st, sy in combos for g in grid], journal, work, 1 if in_process else jobs)
     run_all([Run(t, st, sy, best_rate(journal, t, st, sy, grid), seed) for t, st, sy in combos
              if best_rate(journal, t, st, sy, grid) is not None for seed in range(1, seeds)], journal, work,
             1 if in_process else jobs)
-    binary_digests = check_binary_data(journal, tasks, in_process)
+    binary_digests = {} if report_only else check_binary_data(journal, tasks, in_process)
     summary = summary_rows(journal, task_names, starts, systems, grid, seeds)
     steps = {n: parity_schedule(t, s) for n, t in tasks.items()}
     header = dict(command="nice -n 5 python -m bench.finetune_parity " + " ".join(sys.argv[1:]),
@@ -718,7 +733,7 @@ def main(argv) -> None:
                  dev_examples=16 if smoke else FLAGS.dev_examples, smoke=smoke)
     benchmark(FLAGS.tasks, FLAGS.systems, FLAGS.starts, FLAGS.seeds, [float(g) for g in FLAGS.grid], s,
               FLAGS.cache_dir, FLAGS.results, FLAGS.jobs, FLAGS.threads, FLAGS.timeout, FLAGS.pretrain_steps,
-              FLAGS.in_process)
+              FLAGS.in_process, FLAGS.pretrained_dir or "", FLAGS.report_only)
 
 
 if __name__ == "__main__":

@@ -338,7 +338,10 @@ def peers_match_ours(pretrained_dir: str, hf_dir: str, task_file: str, rows: int
     """Do transformers and keras-hub, loading `hf_dir`, compute what our encoder computes from `pretrained_dir`?
 
     Compares sequence outputs (real positions) and pooled outputs on the first
-    `rows` dev examples of `task_file`, float32.
+    `rows` dev examples of `task_file`, float32; first runs the converter's own
+    check (`bench.hf_equivalence.compare_with_transformers`: transformers
+    against our loader on the same folder, heads included), which raises
+    beyond `tolerance`.
 
     Returns:
         max absolute differences per peer and output, and `<peer>_matches`.
@@ -347,6 +350,9 @@ def peers_match_ours(pretrained_dir: str, hf_dir: str, task_file: str, rows: int
     import transformers
 
     import albert_tf
+    from bench.hf_equivalence import compare_with_transformers
+
+    roundtrip = compare_with_transformers(hf_dir, atol=tolerance)
 
     task = load_task(task_file)
     ids = {k: task[f"dev_{k}"][:rows] for k in ("input_ids", "input_mask", "segment_ids")}
@@ -362,7 +368,8 @@ def peers_match_ours(pretrained_dir: str, hf_dir: str, task_file: str, rows: int
     kh = kerashub_backbone({}, hf_dir)({"token_ids": ids["input_ids"], "segment_ids": ids["segment_ids"],
                                         "padding_mask": mask}, training=False)
     kh_out = {k: np.asarray(kh[k]) for k in ("sequence_output", "pooled_output")}
-    result: Dict[str, object] = {"rows": rows, "tolerance": tolerance}
+    result: Dict[str, object] = {"rows": rows, "tolerance": tolerance,
+                                 "hf_equivalence_max_diff": max(roundtrip.values())}
     for peer, theirs in (("hf", hf_out), ("kerashub", kh_out)):
         seq = float(np.abs(theirs["sequence_output"] - ours["sequence_output"])[mask].max())
         pooled = float(np.abs(theirs["pooled_output"] - ours["pooled_output"]).max())
