@@ -25,7 +25,7 @@ HEAD_CHOICES = ("encoder", "pretrainer", "classifier", "span_qa", "multiple_choi
 
 
 def define_export_flags() -> None:
-    """--checkpoint, --spm_model_file, --export_dir, --version, --head and the head options."""
+    """--checkpoint, --spm_model_file, --export_dir, --version, --head, the text settings and the head options."""
     _define(flags.DEFINE_string, "checkpoint", None,
             "What to export. encoder/pretrainer: anything albert_tf.load_checkpoint reads (an "
             "albert-tf folder, a training checkpoint, an original TF1 checkpoint, a Hugging Face "
@@ -47,6 +47,14 @@ def define_export_flags() -> None:
             "the task model's, else 128 (or the model's max_position_embeddings if smaller).")
     _define(flags.DEFINE_bool, "do_lower_case", None,
             "Lower-case the text. Default: the task model's setting, else true.")
+    _define(flags.DEFINE_enum, "normalization", None, ["original", "xlnet"],
+            "Text normalisation: original (google-research/albert's preprocess_text) or xlnet (also turns "
+            "`` and '' into \"). Default: the task model's setting, else original.")
+    _define(flags.DEFINE_integer, "doc_stride", None,
+            "span_qa: long contexts are served in windows starting this many pieces apart, as the SQuAD "
+            "reader's training windows. Default: the model's (task_config.json), else 128.", lower_bound=1)
+    _define(flags.DEFINE_integer, "max_context_length", None,
+            "span_qa: context pieces served (longer contexts are cut). Default: 4096.", lower_bound=1)
     _define(flags.DEFINE_integer, "top_k", 5,
             "pretrainer: candidates returned for each [MASK].", lower_bound=1)
     _define(flags.DEFINE_integer, "max_answer_length", 30,

@@ -14,7 +14,7 @@ albert_tf.load_checkpoint reads, with its SentencePiece model beside it
 task heads (classifier, span_qa, multiple_choice, tagging), an albert-finetune
 output directory. Signatures: serving_default (text in), serve_text_pair
 (encoder, classifier, tagging), serve_token_ids (ids in); see
-albert_tf/export.py for every head's inputs and outputs. The text signatures
+albert_tf/export/ for every head's inputs and outputs. The text signatures
 need a model server with the tensorflow-text ops; --notext_signatures writes
 an ids-only model (serve_token_ids, also as serving_default) that a stock
 TF Serving loads.
@@ -84,6 +84,9 @@ def main(argv) -> None:
         top_k=FLAGS.top_k,
         max_answer_length=FLAGS.max_answer_length,
         text_signatures=FLAGS.text_signatures,
+        normalization=FLAGS.normalization,
+        doc_stride=FLAGS.doc_stride,
+        max_context_length=FLAGS.max_context_length,
     )
     logging.info("Exported the %s of %s to %s (signatures: saved_model_cli show --dir %s --all).",
                  FLAGS.head, FLAGS.checkpoint, path, path)

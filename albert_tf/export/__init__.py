@@ -73,7 +73,8 @@ Example:
 
 import tensorflow as tf  # noqa: F401  (albert_tf.export.tf, as before the split)
 
-from albert_tf.export.assets import CONFIG_ASSET, LABELS_ASSET, SPM_ASSET, TAGS_ASSET, TASK_CONFIG_ASSET
+from albert_tf.export.assets import (CONFIG_ASSET, LABELS_ASSET, PREPROCESSING_ASSET, SPM_ASSET, TAGS_ASSET,
+                                     TASK_CONFIG_ASSET)
 from albert_tf.export.base import ID_INPUTS
 from albert_tf.export.heads import HEADS, head_of
 from albert_tf.export.pieces import SPIECE_UNDERLINE, decode_pieces, decoding_table

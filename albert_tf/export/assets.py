@@ -14,10 +14,11 @@ CONFIG_ASSET = "albert_config.json"
 TASK_CONFIG_ASSET = "task_config.json"
 LABELS_ASSET = "label_names.txt"
 TAGS_ASSET = "tag_names.txt"
+PREPROCESSING_ASSET = "preprocessing.json"
 
 
 def _write_assets(saved_dir: str, model, preprocessor, serving: _Serving) -> None:
-    """SentencePiece model, config and label names beside the graph.
+    """SentencePiece model, config, label names and the serving settings beside the graph.
 
     The graph embeds the SentencePiece model itself; these copies are for the
     people and tools that look at the folder.
@@ -35,6 +36,8 @@ def _write_assets(saved_dir: str, model, preprocessor, serving: _Serving) -> Non
     if task_config:
         with atomic_write(os.path.join(assets, TASK_CONFIG_ASSET)) as f:
             f.write(json.dumps(task_config, indent=2, sort_keys=True, default=str) + "\n")
+    with atomic_write(os.path.join(assets, PREPROCESSING_ASSET)) as f:
+        f.write(json.dumps(serving.serving_settings(), indent=2, sort_keys=True) + "\n")
     names = serving.names_asset()
     if names is not None:
         filename = {"label": LABELS_ASSET, "tag": TAGS_ASSET}[names[0]]

@@ -7,6 +7,8 @@ from typing import Any, Callable, Dict, List, Mapping
 
 import tensorflow as tf
 
+from albert_tf.layers.preprocessor import CHARS_PER_PIECE, at_least_one_position
+
 ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
@@ -36,6 +38,12 @@ def _names(model, given, attr: str, key: str, count: int, what: str) -> List[str
 
 def _spec(shape, dtype, name):
     return tf.TensorSpec(shape, dtype, name=name)
+
+
+def _argmax_last(x: tf.Tensor) -> tf.Tensor:
+    """int32 argmax over the last axis; 0 where that axis is empty (a request with no choices)."""
+    pad = [[0, 0]] * (x.shape.rank - 1) + [[0, tf.maximum(0, 1 - tf.shape(x)[-1])]]
+    return tf.argmax(tf.pad(x, pad, constant_values=x.dtype.min), axis=-1, output_type=tf.int32)
 
 
 def _f32(x):
@@ -113,6 +121,8 @@ class _Serving(tf.Module):
         if self.text_signatures:
             # The SentencePiece resources the text graphs use must be saved with them.
             self.text_preprocessor = self.preprocessor
+            # A task model's text graphs use its own preprocessor's resources.
+            self.model_preprocessor = getattr(self.model, "preprocessor", None)
             functions = dict(self.text_functions())
         else:
             functions = {"serving_default": serve_token_ids}
@@ -129,7 +139,15 @@ class _Serving(tf.Module):
         return concrete
 
     def _call_model(self, ids):
-        return self.model({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS}, training=False)
+        # An empty request has no [CLS] column; the encoder reads position 0.
+        ids = at_least_one_position({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS})
+        return self.model(ids, training=False)
+
+    def serving_settings(self) -> Dict[str, Any]:
+        """What the graph applies to requests, written to assets/preprocessing.json."""
+        pre = self.preprocessor
+        return {"head": self.head, "max_seq_length": int(pre.max_seq_length), "do_lower_case": pre.do_lower_case,
+                "normalization": pre.normalization, "chars_per_piece": CHARS_PER_PIECE}
 
 
 def _max_len(preprocessor) -> int:

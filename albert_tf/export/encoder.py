@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf.layers.preprocessor import at_least_one_position, cut_text
+
 from albert_tf.export.base import ID_INPUTS, _f32, _max_len, _piece_table, _Serving, _spec
 
 # What a fill-mask request writes where a piece is to be predicted.
@@ -45,7 +47,8 @@ class _PretrainerServing(_Serving):
         max_seq_length - 2 as the single-text packing does, and padded.
         """
         pre = self.preprocessor
-        parts = tf.strings.split(text, sep=MASK_TOKEN)  # [B, S]
+        # Bounded work for huge texts: what could fill max_seq_length pieces (`cut_text`).
+        parts = tf.strings.split(cut_text(text, _max_len(pre)), sep=MASK_TOKEN)  # [B, S]
         part_ids = pre.tokenize(parts.flat_values)  # [B*S, P]
         part_ids = tf.RaggedTensor.from_row_splits(part_ids, parts.row_splits)  # [B, S, P]
         masks = tf.ones_like(tf.reduce_sum(part_ids, axis=2, keepdims=True)) * self.mask_id  # [B, S, 1]
@@ -67,7 +70,8 @@ class _PretrainerServing(_Serving):
         positions = tf.ragged.boolean_mask(tf.broadcast_to(tf.range(seq_len), tf.shape(input_ids)), is_mask)
         valid = tf.ones_like(positions, tf.bool).to_tensor(default_value=False)  # [B, M]
         dense_positions = positions.to_tensor(default_value=0)
-        inputs = {k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS}
+        # An empty request has no [CLS] column; the encoder reads position 0.
+        inputs = at_least_one_position({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS})
         inputs["masked_lm_positions"] = dense_positions
         logits = _f32(self.model(inputs, training=False)["mlm_logits"])  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=self.top_k)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from albert_tf.export.base import _names, _num_outputs
+from albert_tf.export.base import _names, _num_outputs, _task_config
 from albert_tf.export.classifier import _ClassifierServing, _TaggingServing
 from albert_tf.export.encoder import _EncoderServing, _PretrainerServing
 from albert_tf.export.multiple_choice import _MultipleChoiceServing
 from albert_tf.export.span_qa import _SpanQAServing
+
+# Span QA serving defaults: the reader's --doc_stride default, and the context
+# pieces served (32 windows of 128 new pieces at max_seq_length 384).
+DEFAULT_DOC_STRIDE = 128
+DEFAULT_MAX_CONTEXT_LENGTH = 4096
 
 HEADS = ("encoder", "pretrainer", "classifier", "span_qa", "multiple_choice", "tagging")
 # Task-model class name -> head name (the classes live in albert_tf.models).
@@ -63,8 +68,26 @@ def _build_classifier(model, pre, *, label_names, **_):
                               _names(model, label_names, "label_names", "label_names", count, "label"))
 
 
-def _build_span_qa(model, pre, *, max_answer_length, **_):
-    return _SpanQAServing(model, pre, "span_qa", max_answer_length)
+def _span_qa_setting(model, given, key: str, default):
+    """An export argument, else the model's (task_config.json), else the default."""
+    if given is not None:
+        return given
+    value = getattr(model, key, None)
+    if value is None:
+        value = _task_config(model).get(key)
+    return default if value is None else value
+
+
+def _build_span_qa(model, pre, *, max_answer_length, doc_stride=None, max_context_length=None,
+                   null_score_diff_threshold=None, **_):
+    doc_stride = int(_span_qa_setting(model, doc_stride, "doc_stride", DEFAULT_DOC_STRIDE))
+    max_context_length = int(max_context_length or DEFAULT_MAX_CONTEXT_LENGTH)
+    threshold = float(_span_qa_setting(model, null_score_diff_threshold, "null_score_diff_threshold", 0.0))
+    for name, value in (("doc_stride", doc_stride), ("max_context_length", max_context_length),
+                        ("max_answer_length", max_answer_length)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}.")
+    return _SpanQAServing(model, pre, "span_qa", max_answer_length, doc_stride, max_context_length, threshold)
 
 
 def _build_multiple_choice(model, pre, **_):

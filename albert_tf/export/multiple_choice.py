@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from albert_tf.export.base import _f32, _Serving, _spec
+from albert_tf.export.base import _argmax_last, _f32, _Serving, _spec
 
 
 class _MultipleChoiceServing(_Serving):
@@ -31,5 +31,5 @@ class _MultipleChoiceServing(_Serving):
         return {
             "probabilities": tf.nn.softmax(logits, axis=-1),
             "logits": logits,
-            "choice": tf.argmax(logits, axis=-1, output_type=tf.int32),
+            "choice": _argmax_last(logits),
         }

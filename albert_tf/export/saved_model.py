@@ -29,6 +29,10 @@ def export_saved_model(
     top_k: int = 5,
     max_answer_length: int = 30,
     text_signatures: bool = True,
+    normalization: Optional[str] = None,
+    doc_stride: Optional[int] = None,
+    max_context_length: Optional[int] = None,
+    null_score_diff_threshold: Optional[float] = None,
 ) -> str:
     """Writes `model` as a TF Serving SavedModel with raw-text signatures.
 
@@ -56,6 +60,16 @@ def export_saved_model(
             `serving_default`), with no tensorflow-text op in the graph: for
             a stock TF Serving, which cannot load a graph that holds the
             SentencePiece op even when only the ids signature is called.
+        normalization: "original" or "xlnet" (see
+            `pipelines.tokenizer.preprocess_text`); default: the task model's
+            preprocessor's, else "original".
+        doc_stride: span_qa: windows over long contexts start this many
+            pieces apart, as the SQuAD reader's; default: the model's
+            (task_config.json), else 128.
+        max_context_length: span_qa: context pieces served (the text is cut
+            to this many pieces' worth of characters first); default 4096.
+        null_score_diff_threshold: span_qa v2: answer "" when the null odds
+            exceed it; default: the model's (task_config.json), else 0.0.
 
     Returns:
         The version folder written (export_dir/N).
@@ -75,9 +89,11 @@ def export_saved_model(
     head = _resolve_head(model, head)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
-    model, preprocessor = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case)
+    model, preprocessor = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
     serving = _HEAD_BUILDERS[head](model, preprocessor, label_names=label_names, top_k=top_k,
-                                   max_answer_length=max_answer_length)
+                                   max_answer_length=max_answer_length, doc_stride=doc_stride,
+                                   max_context_length=max_context_length,
+                                   null_score_diff_threshold=null_score_diff_threshold)
     serving.text_signatures = bool(text_signatures)
     version = _choose_version(export_dir, version)
     final_dir = os.path.join(export_dir, str(version))
@@ -117,29 +133,34 @@ def _quiet_tensorflow_logger():
         absl_logging.set_verbosity(verbosity)
 
 
-def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case):
+def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization=None):
     """(model, preprocessor): the model's own preprocessor, or a new one.
 
     A task model packs text itself (span QA and multiple choice truncate in
     their own way), so when its preprocessor must change (another
-    max_seq_length, lower-casing or SentencePiece model, or none yet) the
-    export uses a copy of the model built with the new one; the caller's
-    model is left as it is.
+    max_seq_length, lower-casing, normalisation or SentencePiece model, or
+    none yet) the export uses a copy of the model built with the new one; the
+    caller's model is left as it is. The preprocessor returned is then the
+    copy's own: the one its graphs use, so the one the export must track.
     """
     from albert_tf.layers.preprocessor import AlbertTextPreprocessor
+    from pipelines.tokenizer import DEFAULT_NORMALIZATION
 
     own = getattr(model, "preprocessor", None)
     settings = own.get_config() if own is not None else {}
     limit = model.config.max_position_embeddings
-    max_len = max_seq_length or settings.get("max_seq_length") or min(DEFAULT_MAX_SEQ_LENGTH, limit)
-    lower = settings.get("do_lower_case", True) if do_lower_case is None else bool(do_lower_case)
-    if max_len > limit:
-        raise ValueError(f"max_seq_length={max_len} exceeds the model's max_position_embeddings={limit}.")
+    wanted = {
+        "max_seq_length": max_seq_length or settings.get("max_seq_length") or min(DEFAULT_MAX_SEQ_LENGTH, limit),
+        "do_lower_case": settings.get("do_lower_case", True) if do_lower_case is None else bool(do_lower_case),
+        "normalization": normalization or settings.get("normalization") or DEFAULT_NORMALIZATION,
+    }
+    if wanted["max_seq_length"] > limit:
+        raise ValueError(f"max_seq_length={wanted['max_seq_length']} exceeds the model's "
+                         f"max_position_embeddings={limit}.")
     if spm_model_file is None and own is not None:
-        if max_len == settings.get("max_seq_length") and lower == settings.get("do_lower_case"):
+        if all(settings.get(key) == value for key, value in wanted.items()):
             return model, own
-        pre = AlbertTextPreprocessor(spm_model_proto=own.spm_model_proto, max_seq_length=max_len,
-                                     do_lower_case=lower)
+        pre = AlbertTextPreprocessor(spm_model_proto=own.spm_model_proto, **wanted)
     elif spm_model_file is None:
         raise ValueError(
             f"A {type(model).__name__} has no tokenizer: pass spm_model_file (the SentencePiece model "
@@ -148,7 +169,7 @@ def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case):
     else:
         if not tf.io.gfile.exists(spm_model_file):
             raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file!r}")
-        pre = AlbertTextPreprocessor(spm_model_file, max_seq_length=max_len, do_lower_case=lower)
+        pre = AlbertTextPreprocessor(spm_model_file, **wanted)
         if pre.vocab_size != model.config.vocab_size:
             raise ValueError(
                 f"SentencePiece model {spm_model_file!r} has {pre.vocab_size} pieces but the model's "
@@ -156,6 +177,7 @@ def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case):
             )
     if hasattr(model, "features"):  # a task model: rebuild it around the new preprocessor
         model = _with_preprocessor(model, pre)
+        pre = model.preprocessor
     return model, pre
 
 

@@ -21,6 +21,36 @@ import tensorflow_text as tf_text
 from pipelines import tokenizer as sp_tokenizer
 
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3, 4
+# Raw text is cut to this many characters per piece it may yield before it is
+# normalised, so that a huge request costs no more than a long one. A piece
+# holds at most 16 characters of normalised text (SentencePiece's default
+# max_sentencepiece_length); 64 leaves 48 characters per piece for what the
+# normalisation removes (runs of whitespace, combining marks). Only text that
+# averages more than that over its first pieces loses pieces it would keep.
+CHARS_PER_PIECE = 64
+
+
+def cut_text(text: tf.Tensor, max_pieces, keep: str = "first") -> tf.Tensor:
+    """The first (or last) `max_pieces * CHARS_PER_PIECE` characters of each string.
+
+    Args:
+        text: tf.string, valid UTF-8.
+        max_pieces: the pieces the caller keeps at most.
+        keep: "first" (the caller keeps the first pieces) or "last".
+
+    Example:
+    >>> cut_text(tf.constant(["é" * 200, "ab"]), 2).numpy()[0].decode("utf-8") == "é" * 128
+    True
+    >>> cut_text(tf.constant(["a" * 100 + "b" * 64]), 1, keep="last").numpy().tolist() == [b"b" * 64]
+    True
+    """
+    limit = tf.cast(max_pieces, tf.int32) * CHARS_PER_PIECE
+    if keep == "first":
+        return tf.strings.substr(text, 0, limit, unit="UTF8_CHAR")
+    if keep != "last":
+        raise ValueError(f"keep must be 'first' or 'last', got {keep!r}.")
+    start = tf.maximum(0, tf.strings.length(text, unit="UTF8_CHAR") - limit)
+    return tf.strings.substr(text, start, tf.fill(tf.shape(start), limit), unit="UTF8_CHAR")
 
 
 # --------------------------------------------------------------- truncation
@@ -136,11 +166,30 @@ def pack_segments(first: tf.RaggedTensor, second: Optional[tf.RaggedTensor] = No
     ids = tf.concat(parts, axis=1)
     segment_ids = tf.concat(segments, axis=1)
     shape = None if seq_length is None else [None, seq_length]
-    return {
+    packed = {
         "input_ids": ids.to_tensor(PAD_ID, shape=shape),
         "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
         "segment_ids": segment_ids.to_tensor(0, shape=shape),
     }
+    return at_least_one_position(packed) if seq_length is None else packed
+
+
+def at_least_one_position(ids: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Pads id tensors [..., T] to T >= 1 (padding, mask 0).
+
+    An empty batch packs to T = 0, and the encoder's [CLS] (position 0)
+    must exist even then: the answer to no rows is then no rows.
+
+    Example:
+    >>> at_least_one_position({"input_ids": tf.zeros([0, 0], tf.int32)})["input_ids"].shape
+    TensorShape([0, 1])
+    """
+    def pad(x):
+        x = tf.convert_to_tensor(x)
+        rank = x.shape.rank
+        missing = tf.maximum(0, 1 - tf.shape(x)[-1])
+        return tf.pad(x, [[0, 0]] * (rank - 1) + [[0, missing]])
+    return {k: pad(v) for k, v in ids.items()}
 
 
 def _as_batch(text) -> tf.Tensor:
@@ -163,12 +212,15 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     """Raw strings -> `input_ids`, `input_mask`, `segment_ids`, as the original.
 
     Text goes through the original's normalisation
-    (`pipelines.tokenizer.preprocess_text`: whitespace, quotes, accents
-    stripped by NFKD, lower-casing when `do_lower_case`), SentencePiece (in
+    (`pipelines.tokenizer.preprocess_text`: whitespace, accents stripped by
+    NFKD and dropping combining marks, lower-casing when `do_lower_case`;
+    normalization="xlnet" also turns `` and '' into "), SentencePiece (in
     the graph, with the original's "digit," re-split), then packing
     `[CLS] A [SEP] (B [SEP])`. Truncation is the original's: a single text is
     cut to max_seq_length - 2 ids; a pair pops the end of the longer side (b
-    on a tie) until it fits in max_seq_length - 3.
+    on a tie) until it fits in max_seq_length - 3. Before normalising, each
+    text is cut to max_seq_length * CHARS_PER_PIECE characters (`cut_text`),
+    so a huge request costs what a long one does.
 
     The output length T is the longest packed row of the batch (no compute
     wasted on padding), or `max_seq_length` with `pad_to_max_length=True`.
@@ -181,6 +233,9 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         spm_model_proto: the serialized model instead of a file.
         max_seq_length: the longest packed sequence (>= 3).
         do_lower_case: lower-case the text first (the original's flag).
+        normalization: "original" (google-research/albert's
+            preprocess_text, the default) or "xlnet" (XLNet's and Hugging
+            Face's, which also turns `` and '' into "); saved in the config.
         pad_to_max_length: always pad to `max_seq_length`.
         **kwargs: passed to `keras.layers.Layer` (e.g. `name`).
 
@@ -191,7 +246,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
 
     def __init__(self, spm_model_file: Optional[str] = None, *, spm_model_proto: Optional[bytes] = None,
                  max_seq_length: int = 128, do_lower_case: bool = True, pad_to_max_length: bool = False,
-                 **kwargs):
+                 normalization: str = sp_tokenizer.DEFAULT_NORMALIZATION, **kwargs):
         kwargs.setdefault("name", "albert_text_preprocessor")
         super().__init__(**kwargs)
         if (spm_model_file is None) == (spm_model_proto is None):
@@ -210,6 +265,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         self._vocab = vocab
         self.max_seq_length = int(max_seq_length)
         self.do_lower_case = bool(do_lower_case)
+        self.normalization = sp_tokenizer.check_normalization(normalization)
         self.pad_to_max_length = bool(pad_to_max_length)
         self.tokenizer = vocab.make_tokenizer()
         self._detokenizer = tf_text.SentencepieceTokenizer(model=vocab.model_proto)
@@ -234,10 +290,19 @@ class AlbertTextPreprocessor(keras.layers.Layer):
     pad_id = PAD_ID
 
     # ---------------------------------------------------------------- calls
-    def tokenize(self, text) -> tf.RaggedTensor:
-        """Normalised text [B] -> ragged int32 piece ids [B, None] (no truncation)."""
+    def tokenize(self, text, max_pieces=None) -> tf.RaggedTensor:
+        """Raw text [B] -> ragged int32 piece ids [B, None] of the normalised text.
+
+        Args:
+            text: tf.string [B] (or a scalar).
+            max_pieces: the pieces the caller keeps at most: the text is first
+                cut to max_pieces * CHARS_PER_PIECE characters (`cut_text`).
+                None: no cut.
+        """
         text = _as_batch(text)
-        return self.tokenizer.tokenize(sp_tokenizer.preprocess_text(text, self.do_lower_case))
+        if max_pieces is not None:
+            text = cut_text(text, max_pieces)
+        return self.tokenizer.tokenize(sp_tokenizer.preprocess_text(text, self.do_lower_case, self.normalization))
 
     def detokenize(self, ids) -> tf.Tensor:
         """Ragged or dense ids [B, None] -> tf.string [B] (the normalised text).
@@ -260,10 +325,10 @@ class AlbertTextPreprocessor(keras.layers.Layer):
         return super().__call__(text, text_pair, **kwargs)
 
     def call(self, text, text_pair=None) -> Dict[str, tf.Tensor]:
-        first = self.tokenize(text)
+        first = self.tokenize(text, self.max_seq_length)
         if text_pair is None:
             return pack_segments(keep_first(first, self.max_seq_length - 2), seq_length=self._seq_length())
-        second = self.tokenize(text_pair)
+        second = self.tokenize(text_pair, self.max_seq_length)
         first, second = truncate_pair_longest_first(first, second, self.max_seq_length - 3)
         return pack_segments(first, second, seq_length=self._seq_length())
 
@@ -283,6 +348,7 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             spm_model_proto=base64.b64encode(self.spm_model_proto).decode("ascii"),
             max_seq_length=self.max_seq_length,
             do_lower_case=self.do_lower_case,
+            normalization=self.normalization,
             pad_to_max_length=self.pad_to_max_length,
         )
         return config

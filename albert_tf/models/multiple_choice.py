@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.layers.preprocessor import AlbertTextPreprocessor, keep_first, keep_last
+from albert_tf.layers.preprocessor import AlbertTextPreprocessor, cut_text, keep_first, keep_last
 from albert_tf.models.task_model import OutputProjection, TaskModel, _is_text
 
 
@@ -77,9 +77,11 @@ class AlbertMultipleChoice(TaskModel):
         choices = tf.convert_to_tensor(choices, tf.string)
         batch = tf.shape(choices)[0]
         n = tf.shape(choices)[1]
-        qa = keep_last(pre.tokenize(tf.reshape(choices, [-1])), self.max_qa_length)
-        qa = keep_last(qa, pre.max_seq_length - 3)
-        context_ids = pre.tokenize(context)
+        qa_length = min(self.max_qa_length, pre.max_seq_length - 3)
+        # Only the end of a choice is kept: cut its text from the end (bounded work for huge texts).
+        qa = keep_last(pre.tokenize(cut_text(tf.reshape(choices, [-1]), qa_length, keep="last")), qa_length)
+        # The context is cut to what any row can keep before it is copied once per choice.
+        context_ids = keep_first(pre.tokenize(context, pre.max_seq_length), pre.max_seq_length - 3)
         context_ids = tf.gather(context_ids, tf.repeat(tf.range(batch), n))  # [B*N, None]
         budget = pre.max_seq_length - 3 - tf.cast(qa.row_lengths(), tf.int32)
         packed = pre.pack(keep_first(context_ids, budget), qa)

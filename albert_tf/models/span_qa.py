@@ -75,6 +75,10 @@ class AlbertSpanQA(TaskModel):
         end_n_top: ends kept per start at inference (v2; original: 5).
         dropout_rate: dropout of the v2 answerability head (default: the
             config's hidden_dropout_prob, as the original).
+        doc_stride: the reader's window stride, kept (task_config.json) so
+            that serving cuts long contexts into the training windows.
+        null_score_diff_threshold: v2: the null odds above which the answer
+            is "" (chosen on dev by fine-tuning), kept for serving.
         **kwargs: passed to `keras.Model`.
 
     Example:
@@ -86,11 +90,13 @@ class AlbertSpanQA(TaskModel):
     """
 
     task_type = "span_qa"
-    init_arguments = ("version_2", "max_query_length", "start_n_top", "end_n_top", "dropout_rate")
+    init_arguments = ("version_2", "max_query_length", "start_n_top", "end_n_top", "dropout_rate", "doc_stride",
+                      "null_score_diff_threshold")
 
     def __init__(self, config: AlbertConfig, *, preprocessor: Optional[AlbertTextPreprocessor] = None,
                  version_2: bool = False, max_query_length: int = 64, start_n_top: int = 5, end_n_top: int = 5,
-                 dropout_rate: Optional[float] = None, **kwargs):
+                 dropout_rate: Optional[float] = None, doc_stride: int = 128,
+                 null_score_diff_threshold: float = 0.0, **kwargs):
         kwargs.setdefault("name", "albert_span_qa")
         super().__init__(config, preprocessor=preprocessor, **kwargs)
         self.version_2 = bool(version_2)
@@ -98,6 +104,10 @@ class AlbertSpanQA(TaskModel):
         self.start_n_top = int(start_n_top)
         self.end_n_top = int(end_n_top)
         self.dropout_rate = float(config.hidden_dropout_prob if dropout_rate is None else dropout_rate)
+        if int(doc_stride) < 1:
+            raise ValueError(f"doc_stride must be >= 1, got {doc_stride!r}.")
+        self.doc_stride = int(doc_stride)
+        self.null_score_diff_threshold = float(null_score_diff_threshold)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         policy = self.dtype_policy
         hidden = config.hidden_size
@@ -122,9 +132,9 @@ class AlbertSpanQA(TaskModel):
         pre = self._require_preprocessor()
         if text_pair is None:
             raise ValueError("AlbertSpanQA needs (question, context) pairs of strings.")
-        question = keep_first(pre.tokenize(text), self.max_query_length)
+        question = keep_first(pre.tokenize(text, self.max_query_length), self.max_query_length)
         question = keep_first(question, pre.max_seq_length - 3)
-        context = pre.tokenize(text_pair)
+        context = pre.tokenize(text_pair, pre.max_seq_length)
         budget = pre.max_seq_length - 3 - tf.cast(question.row_lengths(), tf.int32)
         return pre.pack(question, keep_first(context, budget))
 
@@ -218,7 +228,8 @@ class AlbertSpanQA(TaskModel):
 
     def _task_args(self) -> dict:
         return {"version_2": self.version_2, "max_query_length": self.max_query_length,
-                "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate}
+                "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate,
+                "doc_stride": self.doc_stride, "null_score_diff_threshold": self.null_score_diff_threshold}
 
     def head_variable_map(self) -> Dict[str, tf.Variable]:
         if not self.version_2:

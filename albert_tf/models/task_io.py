@@ -128,11 +128,13 @@ def load_task_model(path: str, dtype=None):
     config = AlbertConfig.from_json_file(os.path.join(path, CONFIG_FILENAME))
     max_seq_length = task.pop("max_seq_length", None) or 128
     do_lower_case = task.pop("do_lower_case", None)
+    normalization = task.pop("normalization", None) or "original"  # models saved before the key: the default
     spm_path = os.path.join(path, SPM_MODEL_FILENAME)
     preprocessor = None
     if os.path.exists(spm_path):
         preprocessor = AlbertTextPreprocessor(spm_path, max_seq_length=max_seq_length,
-                                              do_lower_case=True if do_lower_case is None else do_lower_case)
+                                              do_lower_case=True if do_lower_case is None else do_lower_case,
+                                              normalization=normalization)
     cls = classes[task_type]
     kwargs = {k: v for k, v in task.items() if k in cls.init_arguments}
     if dtype is not None:

@@ -125,6 +125,30 @@ def _texts_as_tensors(x):
     return x
 
 
+def _empty_batch(x) -> bool:
+    """Is x a batch of no rows (an empty list, tuple of lists, array or tensor, or a dict of them)?"""
+    if isinstance(x, (tf.data.Dataset, keras.utils.PyDataset)) or x is None:
+        return False
+    if isinstance(x, list) and not x:
+        return True
+    leaves = tf.nest.flatten(x)
+    if not leaves:
+        return isinstance(x, (tuple, Mapping))
+    return all(np.ndim(leaf) > 0 and np.shape(leaf)[0] == 0 for leaf in leaves)
+
+
+def _empty_as_tensors(x):
+    """An empty batch as tensors: strings where the rows would be text, else the values' own dtype."""
+    def convert(value):
+        if isinstance(value, (list, tuple)) or np.asarray(value).dtype.kind in "USO":
+            return tf.fill(np.shape(value), "")
+        return tf.convert_to_tensor(value)
+
+    if isinstance(x, list) or (isinstance(x, tuple) and all(isinstance(v, list) and not v for v in x)):
+        return tf.fill([0], "") if isinstance(x, list) else tuple(tf.fill([0], "") for _ in x)
+    return tf.nest.map_structure(convert, x)
+
+
 class TaskModel(keras.Model):
     """Shared machinery of the task models (not used directly).
 
@@ -309,7 +333,15 @@ class TaskModel(keras.Model):
 
     def predict(self, x, *args, **kwargs):
         """`keras.Model.predict`, also on Python strings: a list (or NumPy
-        array) of texts, a tuple (texts, text_pairs), or a dict of them."""
+        array) of texts, a tuple (texts, text_pairs), or a dict of them. An
+        empty batch gets outputs with no rows (Keras's predict cannot)."""
+        if _empty_batch(x):
+            from albert_tf.layers.preprocessor import at_least_one_position
+
+            features = self.features(_empty_as_tensors(x))
+            # No rows, so no [CLS] column to read unless one is padded in.
+            features.update(at_least_one_position({k: v for k, v in features.items() if v.shape.rank >= 2}))
+            return tf.nest.map_structure(lambda t: t.numpy(), self(features, training=False))
         return super().predict(_texts_as_tensors(x), *args, **kwargs)
 
     @property
@@ -320,6 +352,7 @@ class TaskModel(keras.Model):
             "task_type": self.task_type,
             "max_seq_length": pre.max_seq_length if pre is not None else None,
             "do_lower_case": pre.do_lower_case if pre is not None else None,
+            "normalization": pre.normalization if pre is not None else None,
             **self._task_args(),
         }
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 import unicodedata
 from typing import List
 
-from pipelines.tokenizer import SPIECE_UNDERLINE, SentencePieceVocab, preprocess_text_py
+from pipelines.tokenizer import (DEFAULT_NORMALIZATION, SPIECE_UNDERLINE, SentencePieceVocab, check_normalization,
+                                 preprocess_text_py)
 
 
 class PieceText:
@@ -30,13 +31,17 @@ class PieceText:
     Args:
         vocab: the checked ALBERT vocabulary (pipelines.tokenizer).
         do_lower_case: lowercase as the model's preprocessor does.
+        normalization: "original" or "xlnet", as the model's preprocessor
+            (`pipelines.tokenizer.preprocess_text`).
     """
 
-    def __init__(self, vocab: SentencePieceVocab, do_lower_case: bool = True):
+    def __init__(self, vocab: SentencePieceVocab, do_lower_case: bool = True,
+                 normalization: str = DEFAULT_NORMALIZATION):
         import sentencepiece as spm
 
         self.vocab = vocab
         self.do_lower_case = do_lower_case
+        self.normalization = check_normalization(normalization)
         self._sp = spm.SentencePieceProcessor()
         self._sp.LoadFromSerializedProto(vocab.model_proto)
         self.cls_id = self._sp.PieceToId("[CLS]")
@@ -45,7 +50,7 @@ class PieceText:
 
     def normalize(self, text: str) -> str:
         """The whole-text normalisation (`preprocess_text_py`)."""
-        return preprocess_text_py(text, self.do_lower_case)
+        return preprocess_text_py(text, self.do_lower_case, self.normalization)
 
     def normalize_char(self, char: str) -> str:
         """One character normalised without whitespace handling (the original's

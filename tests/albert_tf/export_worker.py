@@ -13,10 +13,16 @@ list of per-instance dicts, or of bare values when the signature has one
 input, becomes one batched tensor per input). Jobs with "graph_mode": true
 also load the folder with the TF1 SavedModel loader in a session, as TF
 Serving's C++ server does, and record those outputs separately.
+
+Two more kinds of job: "empty": true calls EVERY signature of the folder with
+a batch of no rows and records the output shapes; an input value "__10MB__"
+is replaced by a 10 MB string and the call is measured (wall seconds and the
+growth of peak RSS, after one warm-up call with a short text).
 """
 
 import json
 import sys
+import time
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op)
@@ -51,6 +57,49 @@ def to_json(value):
     return {"dtype": str(array.dtype), "shape": list(array.shape), "values": values}
 
 
+HUGE = "__10MB__"
+HUGE_BYTES = 10_000_000
+
+
+def expand(value, huge):
+    """The job's inputs with every HUGE marker replaced by `huge`."""
+    if value == HUGE:
+        return huge
+    if isinstance(value, list):
+        return [expand(v, huge) for v in value]
+    return value
+
+
+def _status_kb(key):
+    with open("/proc/self/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+
+def measured_call(fn, inputs):
+    """(outputs, seconds, peak RSS growth in MB): Linux's peak (VmHWM) is reset first."""
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # peak RSS := current RSS
+    before = _status_kb("VmRSS")
+    start = time.perf_counter()
+    outputs = fn(**inputs)
+    seconds = time.perf_counter() - start
+    return outputs, seconds, (_status_kb("VmHWM") - before) / 1024
+
+
+def empty_outputs(signatures):
+    """Every signature called with zero rows -> {signature: {output: shape}}."""
+    shapes = {}
+    for name, fn in sorted(signatures.items()):
+        specs = fn.structured_input_signature[1]
+        inputs = {key: tf.zeros([0] + [d if d is not None else 0 for d in spec.shape.as_list()[1:]], spec.dtype)
+                  for key, spec in specs.items()}
+        try:
+            shapes[name] = {key: list(value.shape) for key, value in fn(**inputs).items()}
+        except Exception as e:  # noqa: BLE001 - reported per signature, so that the test names each failure
+            shapes[name] = {"error": str(e).splitlines()[-3:]}
+    return shapes
+
+
 def run_graph_mode(path, signature, inputs):
     """TF1 loader + session: how TF Serving and saved_model_cli load a SavedModel."""
     graph = tf.Graph()
@@ -71,19 +120,35 @@ def main(jobs_path, results_path):
     for job in jobs:
         if job["path"] not in loaded:
             loaded[job["path"]] = tf.saved_model.load(job["path"])
+        if job.get("empty"):
+            results[job["id"]] = {"empty": empty_outputs(loaded[job["path"]].signatures)}
+            continue
         fn = loaded[job["path"]].signatures[job["signature"]]
         specs = fn.structured_input_signature[1]
+        huge = HUGE in json.dumps(job.get("inputs"))
         if "rest" in job:
             inputs = rest_to_inputs(job["rest"], specs)
+        elif huge:
+            small = {name: tf.constant(expand(value, "a short text"), dtype=specs[name].dtype)
+                     for name, value in job["inputs"].items()}
+            fn(**small)  # warm-up: the first call's one-off allocations are not the request's
+            text = ("ka lo mi ten ser qua vi don. " * (HUGE_BYTES // 29 + 1))[:HUGE_BYTES]
+            inputs = {name: tf.constant(expand(value, text), dtype=specs[name].dtype)
+                      for name, value in job["inputs"].items()}
         else:
             inputs = {name: tf.constant(value, dtype=specs[name].dtype) for name, value in job["inputs"].items()}
-        outputs = fn(**inputs)
+        if huge:
+            outputs, seconds, peak_mb = measured_call(fn, inputs)
+        else:
+            outputs = fn(**inputs)
         result = {
             "signatures": sorted(loaded[job["path"]].signatures.keys()),
             "inputs": sorted(specs),
             "input_shapes": {name: spec.shape.as_list() for name, spec in specs.items()},
             "outputs": {name: to_json(value) for name, value in outputs.items()},
         }
+        if huge:
+            result.update(seconds=seconds, peak_rss_growth_mb=peak_mb)
         if job.get("graph_mode"):
             result["graph_outputs"] = run_graph_mode(job["path"], job["signature"], inputs)
         results[job["id"]] = result

@@ -30,7 +30,17 @@ TAGS = ["O", "B-X", "I-X", "B-Y"]
 FILL_MASK = ["the [MASK] of ka [MASK] lo.", "no mask here", "[MASK]", "", "[MASK][MASK] end", LONG + " [MASK]"]
 QUESTIONS = ["what is ka?", "", "where is 中文?", "x " * 80]
 CONTEXTS = ["ka lo mi ten ser qua vi don.", "vi don", "", "ten ser qua " * 30]
+DOC_STRIDE = 7  # span QA windows overlap: the max-context rule matters
 CHOICES = [["ka lo", "mi ten", "ser"], ["", "😀", "qua vi don"], ["a", "b", "c"], [LONG, "x", "y"]]
+
+# 10 MB requests (the worker puts a 10 MB string where "__10MB__" stands) answered within bounded time and memory.
+HUGE = "__10MB__"
+HUGE_REQUESTS = {
+    "classifier": {"text": [HUGE, "short"]},
+    "pretrainer": {"text": [HUGE]},
+    "span_qa": {"text": [HUGE], "text_pair": [HUGE]},
+    "multiple_choice": {"text": [HUGE], "choices": [[HUGE, "x", "y"]]},
+}
 
 # The README's TF Serving REST bodies (POST /v1/models/MODEL_NAME:predict) and the
 # output keys the README documents for them.
@@ -57,7 +67,7 @@ DOCUMENTED_OUTPUTS = {
     "classifier": {"probabilities", "label", "logits"},
     "regression": {"value", "logits"},
     "span_qa": {"answer", "start", "end", "score"},
-    "span_qa_v2": {"answer", "start", "end", "score", "no_answer_probability"},
+    "span_qa_v2": {"answer", "start", "end", "score", "no_answer_probability", "null_odds"},
     "multiple_choice": {"probabilities", "logits", "choice"},
     "tagging": {"tags", "pieces", "tag_ids", "input_mask"},
 }
@@ -100,8 +110,9 @@ def _build_models(spm):
         "classifier": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
         # Trained under mixed precision: served float32.
         "regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre, dtype="mixed_bfloat16"),
-        "span_qa": albert_tf.AlbertSpanQA(config, preprocessor=pre, max_query_length=8),
-        "span_qa_v2": albert_tf.AlbertSpanQA(config, preprocessor=pre, version_2=True, max_query_length=8),
+        "span_qa": albert_tf.AlbertSpanQA(config, preprocessor=pre, max_query_length=8, doc_stride=DOC_STRIDE),
+        "span_qa_v2": albert_tf.AlbertSpanQA(config, preprocessor=pre, version_2=True, max_query_length=8,
+                                             doc_stride=DOC_STRIDE),
         "multiple_choice": albert_tf.AlbertMultipleChoice(config, 3, preprocessor=pre, max_qa_length=8),
         "tagging": albert_tf.AlbertTokenClassifier(config, len(TAGS), preprocessor=pre, tag_names=TAGS),
     }
@@ -124,11 +135,24 @@ def exported(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("export"))
     spm = _train_spm(root)
     config, pre, models = _build_models(spm)
+    spans = {head: _span_expectation(models[head], spm) for head in ("span_qa", "span_qa_v2")}
+    # The v2 threshold (task_config.json's null_score_diff_threshold): between the second and third smallest
+    # null odds (away from both: the graph's float32 odds may differ in the last bit), so some answers are kept.
+    threshold = float(np.mean(sorted(spans["span_qa_v2"]["null_odds"])[1:3]))
+    models["span_qa_v2"].null_score_diff_threshold = float(threshold)
+    for b, odds in enumerate(spans["span_qa_v2"]["null_odds"]):
+        if odds > np.float32(threshold):
+            spans["span_qa_v2"]["answer"][b], spans["span_qa_v2"]["start"][b], spans["span_qa_v2"]["end"][b] = "", -1, -1
     paths = {}
     for head, model in models.items():
         kwargs = {"spm_model_file": spm, "max_seq_length": MAX_LEN} if head in ("encoder", "pretrainer") else {}
         paths[head] = albert_tf.export_saved_model(model, os.path.join(root, "exports", head), top_k=4, **kwargs)
     paths["binary_classifier"] = _run_binary_classifier(root, models["classifier"])
+    # Issue 16: with --spm_model_file (the same spm.model) the export died on an untracked SentencePiece resource.
+    paths["binary_classifier_spm"] = _albert_export_ok(
+        root, "binary_classifier_spm", "--spm_model_file=" + os.path.join(root, "finetuned", "spm.model"))
+    paths["binary_classifier_options"] = _albert_export_ok(
+        root, "binary_classifier_options", "--max_seq_length=16", "--nodo_lower_case", "--normalization=xlnet")
 
     jobs, expected = [], {}
 
@@ -161,9 +185,15 @@ def exported(tmp_path_factory):
         want=expected["classifier"])
     add("regression", "regression", "serving_default", {"text": TEXTS}, graph_mode=True,
         want={"value": models["regression"](tf.constant(TEXTS)).numpy()[:, 0]})
+    add("binary_classifier_spm", "binary_classifier_spm", "serving_default", {"text": TEXTS},
+        want=expected["classifier"])
+    options_pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=16, do_lower_case=False,
+                                                   normalization="xlnet")
+    add("binary_classifier_options", "binary_classifier_options", "serving_default", {"text": TEXTS},
+        want=_classifier_expectation(models["classifier"], options_pre(tf.constant(TEXTS))))
     for head in ("span_qa", "span_qa_v2"):
         add(head, head, "serving_default", {"text": QUESTIONS, "text_pair": CONTEXTS}, graph_mode=True,
-            want=_span_expectation(models[head], spm))
+            want=spans[head])
     mc_logits = models["multiple_choice"]({"text": tf.constant([c for c in CONTEXTS]),
                                            "choices": tf.constant(CHOICES)}).numpy()
     add("multiple_choice", "multiple_choice", "serving_default", {"text": CONTEXTS, "choices": CHOICES},
@@ -173,6 +203,10 @@ def exported(tmp_path_factory):
     for name, body in REST_REQUESTS.items():
         add("rest_" + name, REST_MODEL.get(name, name), body.get("signature_name", "serving_default"),
             rest=body, want=DOCUMENTED_OUTPUTS[REST_MODEL.get(name, name)])
+    for head in paths:
+        jobs.append({"id": "empty_" + head, "path": paths[head], "empty": True})
+    for head, inputs in HUGE_REQUESTS.items():
+        add("huge_" + head, head, "serving_default", inputs)
 
     jobs_path = os.path.join(root, "jobs.json")
     results_path = os.path.join(root, "results.json")
@@ -197,6 +231,15 @@ def _run_binary_classifier(root, classifier):
     export_dir = os.path.join(root, "exports", "binary_classifier")
     proc = _albert_export("--checkpoint=" + task_dir, "--head=classifier", "--export_dir=" + export_dir,
                           "--notext_signatures")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return os.path.join(export_dir, "1")
+
+
+def _albert_export_ok(root, name, *flags):
+    """The documented command on the fine-tuned folder, with more flags; its version folder."""
+    export_dir = os.path.join(root, "exports", name)
+    proc = _albert_export("--checkpoint=" + os.path.join(root, "finetuned"), "--head=classifier",
+                          "--export_dir=" + export_dir, *flags)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return os.path.join(export_dir, "1")
 
@@ -245,41 +288,61 @@ def _classifier_expectation(classifier, inputs):
     return {"logits": logits, "probabilities": _softmax(logits), "label": [LABELS[i] for i in logits.argmax(-1)]}
 
 
-def _span_expectation(model, spm):
-    """Brute force over every (start, end) in the context (v1), or over the beam (v2)."""
-    import tensorflow as tf
+def _windows(model, question, context):
+    """The SQuAD reader's windows (its own _doc_spans) as id rows, with each piece's max-context flag."""
+    from pipelines.finetune import squad
 
-    features = model.features({"text": tf.constant(QUESTIONS), "text_pair": tf.constant(CONTEXTS)})
-    out = {k: v.numpy() for k, v in model(features).items()}
-    ids = features["input_ids"].numpy()
-    context = (features["segment_ids"].numpy() == 1) & (features["input_mask"].numpy() == 1) & (ids != 3)
-    sp = _sp(spm)
-    want = {"answer": [], "start": [], "end": [], "score": []}
-    for b in range(len(QUESTIONS)):
-        if model.version_2:
-            candidates = [(out["start_top_log_probs"][b, i] + out["end_top_log_probs"][b, i, j],
-                           out["start_top_index"][b, i], out["end_top_index"][b, i, j])
-                          for i in range(out["start_top_index"].shape[1])
-                          for j in range(out["end_top_index"].shape[2])]
-        else:
-            positions = np.flatnonzero(context[b])
-            candidates = [(out["start_logits"][b, s] + out["end_logits"][b, e], s, e)
-                          for s in positions for e in positions]
-        candidates = [c for c in candidates if context[b, c[1]] and context[b, c[2]] and 0 <= c[2] - c[1] < 30]
-        if not candidates:
-            want["answer"].append("")
-            want["start"].append(-1)
-            want["end"].append(-1)
-            want["score"].append(-1e9)
-            continue
-        score, s, e = max(candidates, key=lambda c: c[0])
-        first = int(np.flatnonzero(context[b])[0])
-        want["answer"].append(sp.DecodeIds([int(i) for i in ids[b, s:e + 1]]))
-        want["start"].append(s - first)
-        want["end"].append(e - first)
-        want["score"].append(score)
+    pre = model.preprocessor
+    query = pre.tokenize([question]).to_list()[0][:model.max_query_length]
+    pieces = pre.tokenize([context]).to_list()[0]
+    spans = squad._doc_spans(len(pieces), MAX_LEN - len(query) - 3, DOC_STRIDE) or [(0, 0)]
+    rows = []
+    for index, (start, length) in enumerate(spans):
+        ids = [2] + query + [3] + pieces[start:start + length] + [3]
+        is_max = [squad._is_max_context(spans, index, start + k) for k in range(length)]
+        rows.append((ids, len(query) + 2, start, length, is_max))
+    return rows
+
+
+def _window_candidates(model, out, row, first, length, is_max):
+    """(score, start, end) of every allowed span of one window, positions in the row."""
+    in_context = lambda t: first <= t < first + length  # noqa: E731
     if model.version_2:
-        want["no_answer_probability"] = 1 / (1 + np.exp(-out["cls_logits"]))
+        top_s, top_e = out["start_top_index"][0], out["end_top_index"][0]
+        spans = [(out["start_top_log_probs"][0, i] + out["end_top_log_probs"][0, i, j], top_s[i], top_e[i, j])
+                 for i in range(top_s.shape[0]) for j in range(top_e.shape[1])]
+    else:
+        spans = [(out["start_logits"][0, s] + out["end_logits"][0, e], s, e)
+                 for s in range(first, first + length) for e in range(first, first + length)]
+    return [c for c in spans if in_context(c[1]) and in_context(c[2]) and is_max[c[1] - first]
+            and 0 <= c[2] - c[1] < 30]
+
+
+def _span_expectation(model, spm):
+    """Brute force over the reader's windows: every allowed span, the best over all windows."""
+    sp = _sp(spm)
+    want = {"answer": [], "start": [], "end": [], "score": [], "null_odds": []}
+    for question, context in zip(QUESTIONS, CONTEXTS):
+        best, null = None, None
+        for ids, first, offset, length, is_max in _windows(model, question, context):
+            batch = np.array([ids], np.int32)
+            out = {k: v.numpy() for k, v in model({"input_ids": batch, "input_mask": np.ones_like(batch),
+                                                    "segment_ids": (np.arange(len(ids)) >= first)[None].astype(
+                                                        np.int32)}).items()}
+            if model.version_2:
+                null = min(null, out["cls_logits"][0]) if null is not None else out["cls_logits"][0]
+            for score, s, e in _window_candidates(model, out, 0, first, length, is_max):
+                if best is None or score > best[0]:
+                    best = (score, ids[s:e + 1], s - first + offset, e - first + offset)
+        want["null_odds"].append(null)
+        if best is None:
+            best = (-1e9, [], -1, -1)
+        want["score"].append(best[0])
+        want["answer"].append(sp.DecodeIds([int(i) for i in best[1]]))
+        want["start"].append(best[2])
+        want["end"].append(best[3])
+    if model.version_2:
+        want["no_answer_probability"] = 1 / (1 + np.exp(-np.array(want["null_odds"], np.float64)))
     return want
 
 
@@ -371,7 +434,8 @@ def test_fill_mask_top_k(exported):
     assert want["positions"][FILL_MASK.index(LONG + " [MASK]")] == []  # truncated away, as in training
 
 
-@pytest.mark.parametrize("job_id", ["classifier", "classifier_pair", "binary_classifier"])
+@pytest.mark.parametrize("job_id", ["classifier", "classifier_pair", "binary_classifier", "binary_classifier_spm",
+                                    "binary_classifier_options"])
 def test_classifier_outputs(exported, job_id):
     want = exported["expected"][job_id]
     np.testing.assert_allclose(_values(exported, job_id, "logits"), want["logits"], atol=1e-5, rtol=0)
@@ -395,9 +459,17 @@ def test_span_qa_answers(exported, head):
     np.testing.assert_array_equal(_values(exported, head, "end"), want["end"])
     np.testing.assert_allclose(_values(exported, head, "score"), want["score"], atol=1e-4, rtol=1e-6)
     assert want["start"][CONTEXTS.index("")] == -1  # no context, no answer
+    # The long context has several windows; the best span may lie in any of them.
+    assert len(_windows(exported["models"][head], QUESTIONS[3], CONTEXTS[3])) > 3
     if head == "span_qa_v2":
         np.testing.assert_allclose(_values(exported, head, "no_answer_probability"),
                                    want["no_answer_probability"], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(_values(exported, head, "null_odds"), want["null_odds"], atol=1e-5, rtol=0)
+        # The threshold from the model (task_config.json) applies: answers kept at odds <= it, others "".
+        threshold = np.float32(exported["models"][head].null_score_diff_threshold)
+        kept = [a != "" for a in want["answer"]]
+        assert kept == [odds <= threshold and c != "" for odds, c in zip(want["null_odds"], CONTEXTS)], want
+        assert 0 < kept.count(True) < len(CONTEXTS) - 1, want
 
 
 def test_multiple_choice_probabilities(exported):
@@ -425,10 +497,10 @@ def test_rest_request_bodies(exported, name):
 def test_every_export_is_self_contained(exported):
     for head, path in exported["paths"].items():
         assets = sorted(os.listdir(os.path.join(path, "assets")))
-        want = {"spm.model", "albert_config.json"}
+        want = {"spm.model", "albert_config.json", "preprocessing.json"}
         if head not in ("encoder", "pretrainer"):
             want.add("task_config.json")
-        if head in ("classifier", "binary_classifier"):
+        if head.startswith(("classifier", "binary_classifier")):
             want.add("label_names.txt")
         if head == "tagging":
             want.add("tag_names.txt")
@@ -561,3 +633,76 @@ def test_errors_name_the_problem(exported):
     with pytest.raises(ValueError, match="max_position_embeddings=64"):
         albert_tf.export_saved_model(enc, exported["root"] + "/x", max_seq_length=65, spm_model_file=exported["spm"])
     assert not os.path.exists(exported["root"] + "/x")
+
+
+def test_every_signature_answers_an_empty_batch(exported):
+    """Zero rows in, zero rows out, in every signature of every export (not a crash)."""
+    for head in exported["paths"]:
+        shapes = exported["results"]["empty_" + head]["empty"]
+        assert "serve_token_ids" in shapes and "serving_default" in shapes, head
+        for signature, outputs in shapes.items():
+            assert outputs and all(shape[0] == 0 for shape in outputs.values()), (head, signature, outputs)
+
+
+@pytest.mark.parametrize("head", sorted(HUGE_REQUESTS))
+def test_a_10mb_request_answers_within_bounded_time_and_memory(exported, head):
+    """Text is cut before it is normalised (CHARS_PER_PIECE per piece kept): a 10 MB request costs about what a
+    short one does. Before the cut, normalising and tokenizing 10 MB took about 6 s and 900 MB on a classifier."""
+    result = exported["results"]["huge_" + head]
+    assert result["seconds"] < 3.0 and result["peak_rss_growth_mb"] < 200, result
+    assert all(out["shape"][0] == len(HUGE_REQUESTS[head]["text"]) for out in result["outputs"].values())
+
+
+def test_serving_settings_are_recorded(exported):
+    """assets/preprocessing.json says what the graph applies; task_config.json keeps the normalisation."""
+    def read(head, name):
+        with open(os.path.join(exported["paths"][head], "assets", name), encoding="utf-8") as f:
+            return json.load(f)
+
+    assert read("classifier", "preprocessing.json") == {
+        "head": "classifier", "max_seq_length": MAX_LEN, "do_lower_case": True, "normalization": "original",
+        "chars_per_piece": 64}
+    assert read("binary_classifier_options", "preprocessing.json")["normalization"] == "xlnet"
+    assert read("binary_classifier_options", "task_config.json")["normalization"] == "xlnet"
+    qa = read("span_qa_v2", "preprocessing.json")
+    assert qa["doc_stride"] == DOC_STRIDE and qa["max_context_length"] == 4096
+    assert qa["null_score_diff_threshold"] == exported["models"]["span_qa_v2"].null_score_diff_threshold
+    assert read("span_qa_v2", "task_config.json")["null_score_diff_threshold"] == qa["null_score_diff_threshold"]
+
+
+def test_span_qa_finds_an_answer_in_the_last_window(exported, tmp_path):
+    """A context many windows long whose answer is near its end: the export serves every window (issue 16)."""
+    import tensorflow as tf
+
+    import albert_tf
+
+    pre = exported["pre"]
+    target = next(i for i in pre.tokenize(["don"]).to_list()[0] if i > 4)
+
+    class MarkerQA(albert_tf.AlbertSpanQA):
+        """Start and end logits peak at the target piece only."""
+
+        def _head(self, features, outputs, training):
+            hit = 10.0 * tf.cast(tf.equal(tf.cast(features["input_ids"], tf.int32), target), tf.float32)
+            return {"start_logits": hit, "end_logits": hit}
+
+    model = MarkerQA(exported["models"]["span_qa"].config, preprocessor=pre, max_query_length=8, doc_stride=5)
+    context = "ka lo mi ten ser qua vi " * 20 + "don ka lo."
+    pieces = pre.tokenize([context]).to_list()[0]
+    assert pieces.count(target) == 1 and len(pieces) > 4 * (MAX_LEN - 3)
+    loaded = tf.saved_model.load(albert_tf.export_saved_model(model, str(tmp_path / "marker")))
+    out = loaded.signatures["serving_default"](text=tf.constant(["where?", "where?"]),
+                                               text_pair=tf.constant([context, ""]))
+    want = pre.detokenize(tf.ragged.constant([[target]])).numpy()[0].decode("utf-8")
+    assert [a.decode("utf-8") for a in out["answer"].numpy()] == [want, ""]
+    assert out["start"].numpy().tolist() == [pieces.index(target), -1]
+    assert out["end"].numpy().tolist() == [pieces.index(target), -1]
+
+
+def test_predict_on_an_empty_batch(exported):
+    """Task models' predict answers no rows with no rows (Keras's predict fails on an empty input)."""
+    models = exported["models"]
+    assert models["classifier"].predict([], verbose=0).shape == (0, 3)
+    assert models["classifier"].predict(([], []), verbose=0).shape == (0, 3)
+    assert models["regression"].predict([], verbose=0).shape == (0, 1)
+    assert models["tagging"].predict([], verbose=0).shape[::2] == (0, len(TAGS))

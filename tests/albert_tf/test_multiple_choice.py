@@ -62,3 +62,36 @@ def test_string_packing_matches_the_original(spm_model):
     assert mc({"text": tf.constant(contexts), "choices": tf.constant(choices)}).shape == (2, 2)
     with pytest.raises(ValueError, match="'choices'"):
         mc(tf.constant(contexts))
+
+
+def test_a_10mb_context_and_choice_answer_within_bounded_time_and_memory(spm_model):
+    """The context is cut before it is copied once per choice, and a long choice keeps its end (issue 16)."""
+    import time
+
+    from tests.albert_tf.test_preprocessor import _peak_rss_growth_mb
+
+    pre = albert_tf.AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    mc = albert_tf.AlbertMultipleChoice(tiny_config(), 4, preprocessor=pre, max_qa_length=5)
+    unit = "ka lo mi ten ser qua vi don "
+    huge = (unit * (10_000_000 // len(unit) + 1))[:10_000_000]
+    choices = [[huge + " the end", "lo", "mi", huge]]
+    mc.predict({"text": ["ka"], "choices": [["a", "b", "c", "d"]]}, verbose=0)  # warm-up
+    start = time.perf_counter()
+    growth = _peak_rss_growth_mb(lambda: mc.features({"text": tf.constant([huge]), "choices": tf.constant(choices)}))
+    seconds = time.perf_counter() - start
+    # Before: 10 MB normalised and tokenized five times and the context's pieces copied per choice (minutes, GBs).
+    assert seconds < 3.0 and (growth is None or growth < 300), (seconds, growth)
+    features = mc.features({"text": tf.constant([huge]), "choices": tf.constant(choices)})
+    short = mc.features({"text": tf.constant([unit * 10]), "choices": tf.constant([[unit * 10 + " the end", "lo", "mi",
+                                                                                    unit * 10]])})
+    # Only the first pieces of the context and the last of a choice are kept: the same rows as for a shorter
+    # text with the same start and end (the last choice ends otherwise: "vi" there, "don" here).
+    np.testing.assert_array_equal(features["input_ids"].numpy()[0, :3], short["input_ids"].numpy()[0, :3])
+    assert features["input_ids"].shape == (1, 4, 16)
+
+
+def test_predict_on_an_empty_batch(spm_model):
+    pre = albert_tf.AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    mc = albert_tf.AlbertMultipleChoice(tiny_config(), 3, preprocessor=pre)
+    assert mc.predict({"text": [], "choices": np.zeros([0, 3], str)}, verbose=0).shape == (0, 3)
+    assert mc.predict({"input_ids": np.zeros([0, 3, 0], np.int32)}, verbose=0).shape == (0, 3)

@@ -190,10 +190,11 @@ def test_in_tf_function_and_tf_data(spm_model):
 
 def test_config_round_trip(spm_model):
     pre = AlbertTextPreprocessor(spm_model, max_seq_length=11, do_lower_case=False,
-                                 pad_to_max_length=True, name="pre")
+                                 pad_to_max_length=True, normalization="xlnet", name="pre")
     config = json.loads(json.dumps(pre.get_config()))  # JSON-serialisable
     again = AlbertTextPreprocessor.from_config(config)
-    assert (again.max_seq_length, again.do_lower_case, again.pad_to_max_length, again.name) == (11, False, True, "pre")
+    assert (again.max_seq_length, again.do_lower_case, again.pad_to_max_length, again.normalization,
+            again.name) == (11, False, True, "xlnet", "pre")
     text = tf.constant(TEXTS)
     np.testing.assert_array_equal(again(text)["input_ids"].numpy(), pre(text)["input_ids"].numpy())
     restored = keras.layers.deserialize(keras.layers.serialize(pre))
@@ -211,3 +212,65 @@ def test_bad_arguments_name_the_value(spm_model):
     pre = AlbertTextPreprocessor(spm_model)
     with pytest.raises(ValueError, match=r"shape \[batch\], got shape \(1, 1\)"):
         pre(tf.constant([["a"]]))
+
+
+def test_normalisation_default_is_the_originals_and_xlnet_is_an_option(spm_model, python_ids):
+    """The original keeps `` and ''; the xlnet option turns them into " (as Hugging Face's tokenizer)."""
+    text = "``ka'' lo"
+    pre = AlbertTextPreprocessor(spm_model, max_seq_length=32)
+    xlnet = AlbertTextPreprocessor(spm_model, max_seq_length=32, normalization="xlnet")
+    assert pre.normalization == "original"
+    assert pre.tokenize([text]).to_list() == [python_ids(text)]
+    assert xlnet.tokenize([text]).to_list() == [python_ids('"ka" lo')]
+    assert pre.tokenize([text]).to_list() != xlnet.tokenize([text]).to_list()
+    with pytest.raises(ValueError, match="'hf'"):
+        AlbertTextPreprocessor(spm_model, normalization="hf")
+
+
+def test_empty_batch_packs_to_one_padding_column(spm_model):
+    """No rows still have a position 0 (the encoder reads [CLS] there): [0, 1], not [0, 0]."""
+    pre = AlbertTextPreprocessor(spm_model, max_seq_length=16)
+    for out in (pre(tf.constant([], tf.string)), pre(tf.constant([], tf.string), tf.constant([], tf.string))):
+        assert {k: v.shape.as_list() for k, v in out.items()} == {k: [0, 1] for k in out}
+    ids = pp.at_least_one_position({"input_ids": tf.zeros([0, 3, 0], tf.int32), "x": tf.ones([2, 2], tf.int32)})
+    assert ids["input_ids"].shape.as_list() == [0, 3, 1] and ids["x"].numpy().tolist() == [[1, 1], [1, 1]]
+
+
+def _peak_rss_growth_mb(fn):
+    """Peak RSS growth of fn() in MB (Linux: VmHWM reset through clear_refs); None elsewhere."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        return None
+
+    def status(key):
+        with open("/proc/self/status", encoding="ascii") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+    before = status("VmRSS")
+    fn()
+    return (status("VmHWM") - before) / 1024
+
+
+def test_a_10mb_text_is_cut_before_normalising(spm_model, python_ids):
+    """10 MB costs about what a long text does, and gives the pieces the whole text gives."""
+    import time
+
+    pre = AlbertTextPreprocessor(spm_model, max_seq_length=32)
+    unit = "Ka lo mi ten ser qua vi don. "
+    huge = tf.constant([(unit * (10_000_000 // len(unit) + 1))[:10_000_000]])
+    pre(tf.constant([unit]), tf.constant([unit]))  # warm-up
+    start = time.perf_counter()
+    growth = _peak_rss_growth_mb(lambda: pre(huge, huge))
+    seconds = time.perf_counter() - start
+    # Before the cut: about 6 s and 900 MB for one 10 MB text (normalised and tokenized whole).
+    assert seconds < 2.0 and (growth is None or growth < 150), (seconds, growth)
+    want = original_packing(python_ids(unit * 20), python_ids(unit * 20), 32)[0]
+    assert pre(huge, huge)["input_ids"].numpy().tolist() == [want]
+    # The cut is CHARS_PER_PIECE characters per piece kept, from the start or the end.
+    cut = pp.cut_text(tf.constant(["ab" * 100]), 1)
+    assert cut.numpy().tolist() == [b"ab" * (pp.CHARS_PER_PIECE // 2)]
+    assert pp.cut_text(tf.constant(["x" * 10 + "y" * 64]), 1, keep="last").numpy().tolist() == [b"y" * 64]
+    with pytest.raises(ValueError, match="'middle'"):
+        pp.cut_text(huge, 1, keep="middle")

@@ -82,3 +82,32 @@ def test_fit_v2_reduces_the_loss():
                       shuffle=False)
     first = qa.evaluate(tf.data.Dataset.from_tensors((IDS, LABELS)), verbose=0)
     assert np.isfinite(history.history["loss"][0]) and first < history.history["loss"][0]
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_predict_on_an_empty_batch(tmp_path, version_2):
+    """No rows in, no rows out (Keras's predict fails on an empty input)."""
+    pre = albert_tf.AlbertTextPreprocessor(train_tiny_spm(str(tmp_path)), max_seq_length=16)
+    qa = albert_tf.AlbertSpanQA(tiny_config(), preprocessor=pre, version_2=version_2, max_query_length=4)
+    for x in (([], []), {"text": [], "text_pair": []}, {"input_ids": np.zeros([0, 0], np.int32)}):
+        out = qa.predict(x, verbose=0)
+        assert out["start_logits"].shape[0] == 0 and out["end_logits"].shape[0] == 0, x
+        if version_2:
+            assert out["cls_logits"].shape == (0,)
+
+
+def test_serving_settings_saved_and_loaded(tmp_path):
+    """doc_stride, the v2 threshold and the normalisation go to task_config.json and come back."""
+    import json
+
+    pre = albert_tf.AlbertTextPreprocessor(train_tiny_spm(str(tmp_path)), max_seq_length=16, normalization="xlnet")
+    qa = albert_tf.AlbertSpanQA(tiny_config(), preprocessor=pre, version_2=True, doc_stride=3,
+                                null_score_diff_threshold=-1.5)
+    albert_tf.save_task_model(qa, str(tmp_path / "qa"))
+    with open(tmp_path / "qa" / "task_config.json", encoding="utf-8") as f:
+        saved = json.load(f)
+    assert (saved["doc_stride"], saved["null_score_diff_threshold"], saved["normalization"]) == (3, -1.5, "xlnet")
+    again = albert_tf.load_task_model(str(tmp_path / "qa"))
+    assert (again.doc_stride, again.null_score_diff_threshold, again.preprocessor.normalization) == (3, -1.5, "xlnet")
+    with pytest.raises(ValueError, match="doc_stride must be >= 1, got 0"):
+        albert_tf.AlbertSpanQA(tiny_config(), doc_stride=0)

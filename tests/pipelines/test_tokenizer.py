@@ -1,5 +1,6 @@
 """SentencePiece training settings, vocabulary checks, word starts, and the
-in-graph normalisation against the original's Python preprocessing."""
+normalisation (graph and Python) against hand-worked outputs of the original's
+preprocess_text."""
 
 import os
 
@@ -45,13 +46,80 @@ def test_is_start_piece_as_the_original():
     assert not tokenizer.is_start_piece("ING")  # case-insensitive letters
 
 
+# The original's tokenization.preprocess_text(text, lower=...) worked by hand:
+# " ".join(text.strip().split()), NFKD, drop characters with a non-zero
+# canonical combining class, then lower-case. (input, lower=True, lower=False.)
+ORIGINAL_CASES = [
+    ("  Hello\t\tWorld  ", "hello world", "Hello World"),
+    ("``quoted'' text", "``quoted'' text", "``quoted'' text"),  # no quote rewriting in ALBERT
+    ("Caf\u00e9 na\u00efve \u00c5ngstr\u00f6m", "cafe naive angstrom", "Cafe naive Angstrom"),
+    ("a\u00a0b\u2003c\u0085d\u2028e", "a b c d e", "a b c d e"),  # str.split() whitespace
+    ("\ufb01ne", "fine", "fine"),  # NFKD: the ligature becomes f + i
+    ("", "", ""),
+    ("   ", "", ""),
+    # Devanagari: U+093F and U+0940 are Mc, U+0902 is Mn, all of combining class 0: all kept.
+    ("\u0939\u093f\u0902\u0926\u0940", "\u0939\u093f\u0902\u0926\u0940", "\u0939\u093f\u0902\u0926\u0940"),
+    ("\u0915\u0941", "\u0915\u0941", "\u0915\u0941"),  # U+0941: Mn of class 0, kept
+    ("\u0e01\u0e31\u0e19", "\u0e01\u0e31\u0e19", "\u0e01\u0e31\u0e19"),  # Thai U+0E31: Mn of class 0, kept
+    ("x\U0001d165y", "xy", "xy"),  # U+1D165: Mc of class 216, dropped
+    ("a \u00b4b", "a  b", "a  b"),  # U+00B4 is NFKD " " + U+0301, after the whitespace step
+    ("\u0130stanbul", "istanbul", "Istanbul"),  # I + U+0307, the dot dropped before lower-casing
+    ("\u01c4", "dz", "DZ"),  # D Z + caron
+    ("\ud55c", "\u1112\u1161\u11ab", "\u1112\u1161\u11ab"),  # Hangul syllable -> its three jamo
+]
+
+
 @pytest.mark.parametrize("lower", [True, False])
-def test_graph_preprocessing_matches_python(lower):
-    lines = ["  Hello\t\tWorld  ", "Caf\u00e9 na\u00efve \u00c5ngstr\u00f6m", "``quoted'' text",
-             "a\u00a0b\u2003c", "\ufb01ne ligature", "", "   ", "MiXeD CaSe 123"]
-    got = tokenizer.preprocess_text(tf.constant(lines), lower).numpy()
-    want = [tokenizer.preprocess_text_py(s, lower).encode("utf-8") for s in lines]
-    assert list(got) == want
+def test_normalisation_is_the_originals_in_graph_and_python(lower):
+    texts = [case[0] for case in ORIGINAL_CASES]
+    want = [case[1] if lower else case[2] for case in ORIGINAL_CASES]
+    graph = [t.decode("utf-8") for t in tokenizer.preprocess_text(tf.constant(texts), lower).numpy()]
+    assert graph == want
+    assert [tokenizer.preprocess_text_py(t, lower) for t in texts] == want
+
+
+def test_xlnet_normalisation_is_an_explicit_option():
+    texts = ["``quoted'' text", "it''s", "Caf\u00e9 ``x``"]
+    want = ['"quoted" text', 'it"s', 'cafe "x"']
+    graph = tokenizer.preprocess_text(tf.constant(texts), True, "xlnet").numpy()
+    assert [t.decode("utf-8") for t in graph] == want
+    assert [tokenizer.preprocess_text_py(t, True, "xlnet") for t in texts] == want
+    with pytest.raises(ValueError, match="'hf'"):
+        tokenizer.preprocess_text(tf.constant(texts), True, "hf")
+    with pytest.raises(ValueError, match="'hf'"):
+        tokenizer.preprocess_text_py("x", True, "hf")
+
+
+def _all_code_points():
+    return "".join(chr(c) for c in range(1, 0x110000) if not 0xD800 <= c < 0xE000)
+
+
+def test_combining_marks_dropped_as_unicodedata_on_every_code_point():
+    """The graph drops exactly the characters with unicodedata.combining(c) != 0."""
+    import unicodedata
+
+    text = _all_code_points()
+    got = tokenizer.drop_combining_marks(tf.constant(text)).numpy().decode("utf-8")
+    want = "".join(c for c in text if not unicodedata.combining(c))
+    assert got == want
+    # The code points where the old rule (\p{Mn}, as the graph's regex engine
+    # knows it) and the original's differ: all handled, and there are many.
+    old = set(text) - set(tf.strings.regex_replace(tf.constant(text), r"\p{Mn}", "").numpy().decode("utf-8"))
+    differ = sorted(c for c in set(text) if (c in old) != bool(unicodedata.combining(c)))
+    assert len(differ) > 100 and {"\u0902", "\u0941", "\u0e31", "\U0001d165"} <= set(differ)
+    kept = tokenizer.drop_combining_marks(tf.constant(differ)).numpy()
+    assert [k.decode("utf-8") == c for k, c in zip(kept, differ)] == [not unicodedata.combining(c) for c in differ]
+
+
+def test_python_whitespace_is_the_graphs_on_every_code_point():
+    """str.split()'s whitespace and the graph's whitespace class are the same characters."""
+    text = _all_code_points()
+    spaces = [c for c in text if c.isspace()]
+    others = [c for c in text if not c.isspace()]
+    cut = tf.strings.regex_replace(tf.constant(["a" + c + "b" for c in spaces]), tokenizer._WHITESPACE_RE, " ")
+    assert set(cut.numpy().tolist()) == {b"a b"}
+    same = tf.strings.regex_replace(tf.constant("".join(others)), tokenizer._WHITESPACE_RE, " ")
+    assert same.numpy().decode("utf-8") == "".join(others)
 
 
 def test_tokenizer_matches_sentencepiece_and_resplits_digit_comma(vocab, spm_model):
