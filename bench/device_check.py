@@ -166,7 +166,8 @@ def summary(out: str, mode: str) -> str:
         lines += ["", "Served classifier: `" + open(served, encoding="utf-8").read().strip().splitlines()[-1] + "`"]
     bench = os.path.join(out, "bench_RESULTS.md")
     if os.path.exists(bench):
-        lines += ["", f"Throughput against keras-hub and Hugging Face: {bench} (bench.run's tables)."]
+        lines += ["", "Throughput against keras-hub and Hugging Face: bench_RESULTS.md in the output folder "
+                      "(bench.run's tables)."]
     failed = [s[0] for s in steps if s[1] != "0"]
     lines += ["", "All steps passed." if not failed else f"FAILED steps: {', '.join(failed)}."]
     text = "\n".join(lines) + "\n"
