@@ -22,6 +22,11 @@ the SentencePiece op, even to call `serve_token_ids`. For a stock TF Serving,
 export with `text_signatures=False`: only `serve_token_ids` (also as
 `serving_default`), no tensorflow-text op in the graph.
 
+Every text is cut to `CHARS_PER_PIECE` characters per piece it can keep
+before it is normalised (bounded work for huge requests); an empty batch gets
+outputs with no rows. assets/preprocessing.json records what the graph
+applies (max_seq_length, do_lower_case, normalization, span QA windows).
+
 Outputs by head (float outputs are float32 even for mixed-precision models):
 
 - encoder: `pooled_output` [B, H], `sequence_output` [B, T, H], `input_mask`
@@ -34,9 +39,12 @@ Outputs by head (float outputs are float32 even for mixed-precision models):
   name), `logits` [B, C]; regression (one output): `value` [B], `logits` [B, 1].
 - span_qa: `answer` (tf.string [B], the normalised answer text), `start` and
   `end` (int32 [B]: first and last answer piece, counted in the context's
-  pieces; -1 when there is no context), `score` (start + end logit; SQuAD v2
+  pieces; -1 when there is no answer), `score` (start + end logit; SQuAD v2
   heads: start + end log-probability over their beam), and for SQuAD v2
-  models `no_answer_probability` (sigmoid of the answerability logit).
+  models `null_odds` (the smallest answerability logit over the windows) and
+  `no_answer_probability` (its sigmoid); the answer is "" when `null_odds`
+  exceeds `null_score_diff_threshold`. Long contexts are served in the
+  training windows (`doc_stride`); see `albert_tf.export.span_qa`.
 - multiple_choice: `probabilities` [B, N], `logits` [B, N], `choice` int32 [B].
 - tagging: `tags` (tf.string [B, T]; "" on padding), `pieces` (tf.string
   [B, T], the SentencePiece pieces including [CLS]/[SEP]; "" on padding),
