@@ -131,8 +131,8 @@ def test_verdict_passes_when_every_figure_clears_its_baseline():
     assert [line.split()[0] for line in lines[:3]] == ["PASS", "PASS", "PASS"]
     # pretrained - random = +7.0 points; 2 sigma of a difference at p = 0.585, n = 600:
     # 2 * sqrt(2 * 0.585 * 0.415 / 600) = 0.05690 -> "paid".
-    assert lines[3] == ("paid: pretraining, pretrained - random = +7.0 points "
-                        "(2-sigma spread of a difference: 5.7)")
+    assert lines[3] == ("pretraining paid: pretrained - random = +7.0 points, beyond the 2-sigma spread of a "
+                        "difference (5.7)")
     assert lines[4] == "bag of words (naive Bayes) 0.650: pretrained -3.0 points, random -10.0 points"
     assert not any(line.startswith("CUT") for line in lines)
 
@@ -163,7 +163,9 @@ def test_verdict_reports_unpaid_pretraining_and_a_cut_without_failing_on_them():
     ok, lines = demo.learning_verdict(demo.DemoFigures(**{**GOOD, "pretrained_accuracy": 0.57,
                                                           "pretrain_steps": 700}))
     assert ok  # learning happened; pretraining paying is a target, not a sign of learning
-    assert lines[3].startswith("did not pay: pretraining, pretrained - random = +2.0 points")
+    # +2.0 points; 2 sigma of a difference at p = 0.56: 2 * sqrt(2 * 0.56 * 0.44 / 600) = 5.7 points.
+    assert lines[3] == ("pretraining did not clearly pay: pretrained - random = +2.0 points, within the 2-sigma "
+                        "spread of a difference (5.7)")
     assert lines[-1] == "CUT pretraining stopped at 700 of 1500 steps (the --minutes safety cap)"
 
 
