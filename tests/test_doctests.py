@@ -24,6 +24,8 @@ PACKAGES = ("albert_tf", "pipelines", "flags")
 EXCLUDED_PREFIXES = ("albert_tf.bin.", "pipelines.bin.")
 INCLUDED_ANYWAY = ("albert_tf.bin.common",)
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+# Modules of an optional extra: skipped when it is not installed.
+OPTIONAL_IMPORTS = {"pipelines.beam_pipeline": "apache_beam"}
 
 
 def _module_names() -> list[str]:
@@ -46,6 +48,8 @@ def test_the_module_list_is_complete():
 
 @pytest.mark.parametrize("module_name", _module_names())
 def test_docstring_examples(module_name):
+    if module_name in OPTIONAL_IMPORTS:
+        pytest.importorskip(OPTIONAL_IMPORTS[module_name], reason="an optional extra ([beam])")
     module = importlib.import_module(module_name)
     tests = doctest.DocTestFinder(exclude_empty=True).find(module, module_name)
     runner = doctest.DocTestRunner(optionflags=OPTIONFLAGS)

@@ -20,7 +20,8 @@ import sys
 import numpy as np
 import pytest
 
-beam = pytest.importorskip("apache_beam", reason="apache-beam is in the [test] and [beam] extras")
+beam = pytest.importorskip(
+    "apache_beam", reason="apache-beam is in the [beam] extra only (see setup.py: its protobuf cap)")
 
 from pipelines import beam_pipeline, create  # noqa: E402
 from tests.pipelines.conftest import write_corpus  # noqa: E402
