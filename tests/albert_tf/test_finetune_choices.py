@@ -25,7 +25,7 @@ def _options(tmp_path, **kwargs):
 @pytest.mark.parametrize("choice, corrected", [("adamw", True), ("adamw_original", False)])
 def test_optimizer_flag_reaches_the_optimizer(tmp_path, choice, corrected):
     finetune._define_flags()
-    if "adamw_original" not in FLAGS["optimizer"].enum_values:  # albert-pretrain's --optimizer came first
+    if "adamw_original" not in FLAGS["optimizer"].parser.enum_values:  # albert-pretrain's --optimizer came first
         pytest.skip("another binary defined --optimizer first in this process (tests/flags/test_recipes.py "
                     "parses albert-finetune's flags in a fresh process)")
     FLAGS.unparse_flags()
