@@ -216,6 +216,17 @@ def baseline(rows: Dict[str, List[tuple]], regression: bool) -> Dict[str, object
     return {"majority_label": label, "majority_accuracy": accuracy}
 
 
+def weights_digest(pretrained_dir: str) -> str:
+    """sha256 of our checkpoint's weights and of its Hugging Face conversion beside it (when written)."""
+    h = hashlib.sha256()
+    for path in (os.path.join(pretrained_dir, "model.weights.safetensors"),
+                 os.path.join(pretrained_dir.rstrip("/") + "_hf", "model.safetensors")):
+        if os.path.exists(path):
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def spm_model_digest(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()[:12]
@@ -390,7 +401,10 @@ def _finetune_in_process(run: Run, task: dict, s: Settings, init: dict, out: str
             lines.append(record.getMessage())
 
     handler = Collect()
-    py_logging.getLogger("absl").addHandler(handler)
+    absl_logger = py_logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(py_logging.INFO)  # the epoch lines are INFO; a test process logs WARNING and up
+    absl_logger.addHandler(handler)
     started = time.perf_counter()
     try:
         pretrained = run.start == "pretrained"
@@ -402,7 +416,8 @@ def _finetune_in_process(run: Run, task: dict, s: Settings, init: dict, out: str
             train_batch_size=s.batch_size, learning_rate=run.learning_rate, num_train_epochs=s.epochs,
             seed=run.seed, do_train=True, do_eval=True, mixed_precision="float32", log_steps=1000))
     finally:
-        py_logging.getLogger("absl").removeHandler(handler)
+        absl_logger.removeHandler(handler)
+        absl_logger.setLevel(level)
     epochs = epoch_scores("\n".join(lines))
     return {"epochs": epochs, "final": epochs[-1], "seconds": time.perf_counter() - started, "output_dir": out}
 
@@ -662,11 +677,21 @@ def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequenc
     checks = {}
     if "pretrained" in starts and not report_only:
         init["ours"] = pretrained_dir or prepare_pretrained(cache, s.config, spm_model, pretrain_steps, s.smoke)
-        init["hf"], checks = convert_for_peers(init["ours"], tasks[task_names[0]]["npz"], threads, in_process)
-        checks["pretrained_dir"] = os.path.relpath(init["ours"], REPO_DIR)
-        with open(os.path.join(cache, "checks.json" if not s.smoke else "checks_smoke.json"), "w",
-                  encoding="utf-8") as f:
-            json.dump(checks, f, indent=1, sort_keys=True)
+        checks_file = os.path.join(cache, "checks.json" if not s.smoke else "checks_smoke.json")
+        weights = weights_digest(init["ours"])
+        previous = {}
+        if os.path.exists(checks_file):
+            with open(checks_file, encoding="utf-8") as f:
+                previous = json.load(f)
+        if previous.get("weights_digest") == weights and previous.get("hf_matches") and previous.get(
+                "kerashub_matches"):  # the same two folders were checked before
+            init["hf"], checks = init["ours"].rstrip("/") + "_hf", previous
+        else:
+            init["hf"], checks = convert_for_peers(init["ours"], tasks[task_names[0]]["npz"], threads, in_process)
+            checks.update(pretrained_dir=os.path.relpath(init["ours"], REPO_DIR),
+                          weights_digest=weights_digest(init["ours"]))
+            with open(checks_file, "w", encoding="utf-8") as f:
+                json.dump(checks, f, indent=1, sort_keys=True)
     elif report_only and os.path.exists(os.path.join(cache, "checks.json")):
         with open(os.path.join(cache, "checks.json"), encoding="utf-8") as f:
             checks = json.load(f)
@@ -698,7 +723,7 @@ def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequenc
                   checks=json.dumps(checks, sort_keys=True) if checks else "")
     write_report(results + ".md", render(summary, tasks, header))
     return {"summary": summary, "tasks": tasks, "rows": list(journal.rows.values()), "checks": checks,
-            "binary_digests": binary_digests}
+            "binary_digests": binary_digests, "spm_model": spm_model}
 
 
 def parity_schedule(task: dict, s: Settings) -> Dict[str, int]:

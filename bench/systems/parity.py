@@ -79,7 +79,9 @@ def encode_task(rows: Dict[str, Sequence[tuple]], spm_model_file: str, max_seq_l
             arrays[f"{split}_{key}"] = np.concatenate(parts)
         arrays[f"{split}_labels"] = labels
         info[f"{split}_examples"] = len(split_rows)
-    np.savez(path, label_names=np.array(names, dtype=object), **arrays)
+    temporary = f"{path}.{os.getpid()}.npz"  # replaced in one step: a reader never sees half a file
+    np.savez(temporary, label_names=np.array(names, dtype=object), **arrays)
+    os.replace(temporary, path)
     info["data_digest"] = data_digest(load_task(path))
     return info
 
