@@ -185,10 +185,11 @@ def _keras_run(model, task, regression, plan, batch_size, seed, features, starte
 
 def api(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
         init_checkpoint: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0,
-        optimizer: str = "adamw") -> Dict[str, object]:
+        optimizer: str = "adamw", epsilon: float = 1e-6) -> Dict[str, object]:
     """Ours through the Python API: `AlbertClassifier` on id dicts, `optimizers.adamw`, `fit`.
 
     optimizer: "adamw" (the library default) or "adamw_original" (no bias correction).
+    epsilon: Adam's epsilon (the library's default 1e-6; torch's is 1e-8), for diagnosis.
     """
     import keras
 
@@ -208,12 +209,14 @@ def api(task_file: str, config: Dict[str, object], learning_rate: float, seed: i
     plan = schedule(len(task["train_labels"]), batch_size, epochs)
     model.compile(optimizer=albert_tf.optimizers.adamw(
         learning_rate, num_train_steps=plan["total_steps"], num_warmup_steps=plan["warmup_steps"],
-        weight_decay_rate=WEIGHT_DECAY, global_clipnorm=CLIP_NORM, bias_correction=optimizer == "adamw"))
+        weight_decay_rate=WEIGHT_DECAY, global_clipnorm=CLIP_NORM, bias_correction=optimizer == "adamw",
+        epsilon=epsilon))
 
     def features(split):
         return {k: task[f"{split}_{k}"] for k in ("input_ids", "input_mask", "segment_ids")}
 
-    return _keras_run(model, task, regression, plan, batch_size, seed, features, started, optimizer=optimizer)
+    return _keras_run(model, task, regression, plan, batch_size, seed, features, started, optimizer=optimizer,
+                      epsilon=epsilon)
 
 
 def kerashub(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
