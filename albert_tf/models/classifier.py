@@ -91,6 +91,9 @@ class AlbertClassifier(TaskModel):
         if pooling == "mean":
             # Bucketed inference computes only the pooled output; the mean needs the whole sequence.
             self.inference_rows_per_bucket = None
+            # The pooler gets no gradient: as a trainable variable the optimizer built for a resume would
+            # hold slots the training run never made (a checkpoint of another layout).
+            self.encoder.pooler.trainable = False
         self.num_classes = int(num_classes)
         self.label_names = list(label_names) if label_names is not None else None
         self.dropout_rate = float(dropout_rate)

@@ -1,5 +1,8 @@
 """AlbertClassifier: the head's maths, the losses against NumPy, fit/predict on strings."""
 
+import os
+import tempfile
+
 import keras
 import numpy as np
 import pytest
@@ -128,3 +131,26 @@ def test_masked_mean_of_an_all_padding_row_is_zero_and_keeps_the_dtype():
     out = masked_mean(x, tf.constant([[1, 0, 1], [0, 0, 0]]))
     assert out.dtype == tf.bfloat16
     np.testing.assert_allclose(out.numpy().astype(np.float32), [[2.0, 3.0], [0.0, 0.0]])
+
+
+def test_mean_pooling_leaves_the_unused_pooler_out_of_training_and_resumes():
+    # Regression: with the pooler trainable, an optimizer built for a resume held slots for it that the
+    # training run (no gradient there) never made, and restoring its checkpoint failed on a shape mismatch.
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3, pooling="mean")
+    ids = np.array([[2, 7, 8, 3], [2, 9, 3, 0]], np.int32)
+    features = {"input_ids": ids, "input_mask": (ids > 0).astype(np.int32), "segment_ids": np.zeros_like(ids)}
+    clf(features)
+    assert not any("pooler" in v.path for v in clf.trainable_variables)
+    clf.compile(optimizer=keras.optimizers.Adam(1e-3),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    clf.fit(features, np.array([0, 2]), epochs=1, verbose=0)
+    ckpt = tf.train.Checkpoint(model=clf, optimizer=clf.optimizer)
+    path = ckpt.save(os.path.join(tempfile.mkdtemp(), "ckpt"))
+    again = albert_tf.AlbertClassifier(tiny_config(), 3, pooling="mean")
+    again(features)
+    again.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    again.optimizer.build(again.trainable_variables)  # as albert-finetune's resume does
+    tf.train.Checkpoint(model=again, optimizer=again.optimizer).restore(path).assert_existing_objects_matched()
+    for a, b in zip(clf.trainable_variables, again.trainable_variables):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
