@@ -25,8 +25,8 @@ Example:
 
 >>> docs = [(f"doc{i}", [f"Sentence {j} of document {i}." for j in range(6)]) for i in range(20)]
 >>> task = same_document_pairs(docs, dev_fraction=0.25, seed=1)
->>> sorted(task), {label for _, _, label in task["train"]}
-(['dev', 'train'], {'different', 'same'})
+>>> sorted(task), sorted({label for _, _, label in task["train"]})
+(['dev', 'train'], ['different', 'same'])
 """
 
 from __future__ import annotations
