@@ -61,29 +61,35 @@ sys.path.insert(0, REPO_DIR)
 from bench.worker import RESULT_PREFIX  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("tasks", ["topic", "same_document", "position"], "Tasks to run.")
-flags.DEFINE_list("systems", ["finetune", "api", "hf", "kerashub"], "Systems to run.")
-flags.DEFINE_list("starts", ["random", "pretrained"], "random and/or pretrained.")
-flags.DEFINE_integer("seeds", 3, "Seeds at each system's chosen learning rate.")
-flags.DEFINE_list("grid", ["1e-4", "3e-4", "1e-3"], "Peak learning rates tried with seed 0.")
-flags.DEFINE_integer("train_examples", 3000, "Training examples per task.")
-flags.DEFINE_integer("dev_examples", 600, "Dev examples per task.")
-flags.DEFINE_integer("max_seq_length", 64, "Packed tokens per example.")
-flags.DEFINE_integer("batch_size", 32, "Training batch.")
-flags.DEFINE_float("epochs", 3.0, "Training epochs.")
-flags.DEFINE_integer("pretrain_steps", 2000, "albert-pretrain steps of the pretrained start (batch 64).")
-flags.DEFINE_string("pretrained_dir", None, "Use this albert-tf checkpoint folder as the pretrained start instead "
-                    "of pretraining one (it must have the benchmark's config and SentencePiece model).")
-flags.DEFINE_bool("report_only", False, "Write the report from the runs in the jsonl; run nothing.")
-flags.DEFINE_string("cache_dir", os.path.join(REPO_DIR, "bench_cache", "finetune_parity"),
-                    "Corpus, vocabulary, tasks, the pretrained model and scratch runs (git-ignored).")
-flags.DEFINE_string("results", os.path.join(REPO_DIR, "bench", "results", "finetune_parity"),
-                    "Writes <results>.jsonl (raw runs, appended) and <results>.md.")
-flags.DEFINE_integer("jobs", 2, "Runs at the same time (each a process).")
-flags.DEFINE_integer("threads", 1, "CPU threads per run (0: the framework's default).")
-flags.DEFINE_integer("timeout", 1800, "Seconds before a run is abandoned.")
-flags.DEFINE_bool("smoke", False, "Tiny model, tiny data, 1-2 steps: checks the harness, measures nothing.")
-flags.DEFINE_bool("in_process", False, "Every run in this process, one at a time (no thread limit).")
+
+
+def define_flags() -> None:
+    """The command line, defined only when run as a program: importing this module (tests, other
+    benchmarks) must not claim flag names such as max_seq_length that the binaries define."""
+    flags.DEFINE_list("tasks", ["topic", "same_document", "position"], "Tasks to run.")
+    flags.DEFINE_list("systems", ["finetune", "api", "hf", "kerashub"], "Systems to run.")
+    flags.DEFINE_list("starts", ["random", "pretrained"], "random and/or pretrained.")
+    flags.DEFINE_integer("seeds", 3, "Seeds at each system's chosen learning rate.")
+    flags.DEFINE_list("grid", ["1e-4", "3e-4", "1e-3"], "Peak learning rates tried with seed 0.")
+    flags.DEFINE_integer("train_examples", 3000, "Training examples per task.")
+    flags.DEFINE_integer("dev_examples", 600, "Dev examples per task.")
+    flags.DEFINE_integer("max_seq_length", 64, "Packed tokens per example.")
+    flags.DEFINE_integer("batch_size", 32, "Training batch.")
+    flags.DEFINE_float("epochs", 3.0, "Training epochs.")
+    flags.DEFINE_integer("pretrain_steps", 2000, "albert-pretrain steps of the pretrained start (batch 64).")
+    flags.DEFINE_string("pretrained_dir", None, "Use this albert-tf checkpoint folder as the pretrained start instead "
+                        "of pretraining one (it must have the benchmark's config and SentencePiece model).")
+    flags.DEFINE_bool("report_only", False, "Write the report from the runs in the jsonl; run nothing.")
+    flags.DEFINE_string("cache_dir", os.path.join(REPO_DIR, "bench_cache", "finetune_parity"),
+                        "Corpus, vocabulary, tasks, the pretrained model and scratch runs (git-ignored).")
+    flags.DEFINE_string("results", os.path.join(REPO_DIR, "bench", "results", "finetune_parity"),
+                        "Writes <results>.jsonl (raw runs, appended) and <results>.md.")
+    flags.DEFINE_integer("jobs", 2, "Runs at the same time (each a process).")
+    flags.DEFINE_integer("threads", 1, "CPU threads per run (0: the framework's default).")
+    flags.DEFINE_integer("timeout", 1800, "Seconds before a run is abandoned.")
+    flags.DEFINE_bool("smoke", False, "Tiny model, tiny data, 1-2 steps: checks the harness, measures nothing.")
+    flags.DEFINE_bool("in_process", False, "Every run in this process, one at a time (no thread limit).")
+
 
 PRIMARY_METRIC = {False: "accuracy", True: "pearson"}
 SYSTEM_NAMES = {"finetune": "ours: albert-finetune", "api": "ours: Python API (fit)",
@@ -762,4 +768,5 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
