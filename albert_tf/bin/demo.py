@@ -43,53 +43,59 @@ from typing import List, Tuple
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes its results.")
-flags.DEFINE_integer(
-    "pretrain_steps", 1500,
-    "Pretraining steps: the budget (about 6-7 minutes on a quiet 2-core CPU). A step budget, not a time budget, "
-    "so a loaded machine trains the same model, only later.")
-flags.DEFINE_float(
-    "minutes", 25.0,
-    "Safety cap on pretraining wall time in minutes. When it stops training before --pretrain_steps, the demo "
-    "says so loudly and its verdict counts the cut.")
-flags.DEFINE_string(
-    "input_file",
-    None,
-    "Your own corpus instead of the standard library's docstrings: glob(s), one sentence per line, "
-    "blank lines between documents.",
-)
-flags.DEFINE_integer(
-    "vocab_size", 6000, "SentencePiece vocabulary size (an upper bound: small corpora get fewer pieces)."
-)
-flags.DEFINE_integer("max_seq_length", 64, "Tokens per training sequence.")
-flags.DEFINE_integer("train_batch_size", 64, "Sequences per optimizer step.")
-flags.DEFINE_integer("dupe_factor", 6, "Passes over the corpus with fresh masks and pairings.")
-flags.DEFINE_float("learning_rate", 0.01, "Peak LAMB learning rate (flags/recipes/small_pretrain.cfg).")
-flags.DEFINE_integer("warmup_steps", 100, "Linear warmup steps of pretraining (small_pretrain.cfg).")
-flags.DEFINE_float("masked_lm_prob", 0.4, "Share of tokens masked afresh in each pass (dynamic masking, "
-                   "small_pretrain.cfg); the held-out evaluation keeps the shards' 15%.")
-flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice (corpus split, data, model).")
-flags.DEFINE_integer("finetune_train_examples", 3000,
-                     "Training passages of the fine-tuning task (a seeded subset, to fit the time budget).")
-flags.DEFINE_integer("finetune_dev_examples", 600, "Dev passages (held-out modules) of the fine-tuning task.")
-# Fine-tuning: flags/recipes/small_finetune.cfg's optimizer and pooling, at batch 32 and 4 epochs (375 steps
-# a run, against the recipe's 940 at batch 16 and 5 epochs) to fit two runs in the demo's budget; at batch 32
-# the recipe's grid found 1e-3 the best rate (bench/results/demo_quality.md).
-flags.DEFINE_float("finetune_epochs", 4.0, "Fine-tuning epochs (the same for pretrained and random weights).")
-flags.DEFINE_float("finetune_learning_rate", 1e-3,
-                   "Peak learning rate of fine-tuning (both runs; AdamW with bias correction).")
-flags.DEFINE_enum("finetune_pooling", "mean", ["pooled", "mean"],
-                  "The classifier's input: the mean of the sequence output (what masked-LM pretraining trains) or "
-                  "the original's pooled [CLS] (trained only by sentence order, which a model this small "
-                  "barely learns).")
-flags.DEFINE_float("finetune_warmup_proportion", 0.1, "Linear warmup share of the fine-tuning steps.")
-flags.DEFINE_integer("finetune_batch_size", 32, "Fine-tuning batch size (both runs).")
-flags.DEFINE_enum(
-    "mixed_precision",
-    "auto",
-    ["auto", "float32", "bfloat16"],
-    "auto: bfloat16 where the CPU has AMX or AVX-512 bfloat16 units (or on a GPU), else float32.",
-)
+
+
+def define_flags() -> None:
+    """The demo's flags. Defined when the demo runs, not at import, so that a process that imports the
+    demo's functions (the tests) keeps the defaults of the other binaries' flags of the same name."""
+    flags.DEFINE_string("output_dir", "demo_output", "Where every stage writes its results.")
+    flags.DEFINE_integer(
+        "pretrain_steps", 1500,
+        "Pretraining steps: the budget (about 6-7 minutes on a quiet 2-core CPU). A step budget, not a time budget, "
+        "so a loaded machine trains the same model, only later.")
+    flags.DEFINE_float(
+        "minutes", 25.0,
+        "Safety cap on pretraining wall time in minutes. When it stops training before --pretrain_steps, the demo "
+        "says so loudly and its verdict counts the cut.")
+    flags.DEFINE_string(
+        "input_file",
+        None,
+        "Your own corpus instead of the standard library's docstrings: glob(s), one sentence per line, "
+        "blank lines between documents.",
+    )
+    flags.DEFINE_integer(
+        "vocab_size", 6000, "SentencePiece vocabulary size (an upper bound: small corpora get fewer pieces)."
+    )
+    flags.DEFINE_integer("max_seq_length", 64, "Tokens per training sequence.")
+    flags.DEFINE_integer("train_batch_size", 64, "Sequences per optimizer step.")
+    flags.DEFINE_integer("dupe_factor", 6, "Passes over the corpus with fresh masks and pairings.")
+    flags.DEFINE_float("learning_rate", 0.01, "Peak LAMB learning rate (flags/recipes/small_pretrain.cfg).")
+    flags.DEFINE_integer("warmup_steps", 100, "Linear warmup steps of pretraining (small_pretrain.cfg).")
+    flags.DEFINE_float("masked_lm_prob", 0.4, "Share of tokens masked afresh in each pass (dynamic masking, "
+                       "small_pretrain.cfg); the held-out evaluation keeps the shards' 15%.")
+    flags.DEFINE_integer("random_seed", 12345, "Seed of every random choice (corpus split, data, model).")
+    flags.DEFINE_integer("finetune_train_examples", 3000,
+                         "Training passages of the fine-tuning task (a seeded subset, to fit the time budget).")
+    flags.DEFINE_integer("finetune_dev_examples", 600, "Dev passages (held-out modules) of the fine-tuning task.")
+    # Fine-tuning: flags/recipes/small_finetune.cfg's optimizer and pooling, at batch 32 and 4 epochs (375 steps
+    # a run, against the recipe's 940 at batch 16 and 5 epochs) to fit two runs in the demo's budget; at batch 32
+    # the recipe's grid found 1e-3 the best rate (bench/results/demo_quality.md).
+    flags.DEFINE_float("finetune_epochs", 4.0, "Fine-tuning epochs (the same for pretrained and random weights).")
+    flags.DEFINE_float("finetune_learning_rate", 1e-3,
+                       "Peak learning rate of fine-tuning (both runs; AdamW with bias correction).")
+    flags.DEFINE_enum("finetune_pooling", "mean", ["pooled", "mean"],
+                      "The classifier's input: the mean of the sequence output (what masked-LM pretraining trains) or "
+                      "the original's pooled [CLS] (trained only by sentence order, which a model this small "
+                      "barely learns).")
+    flags.DEFINE_float("finetune_warmup_proportion", 0.1, "Linear warmup share of the fine-tuning steps.")
+    flags.DEFINE_integer("finetune_batch_size", 32, "Fine-tuning batch size (both runs).")
+    flags.DEFINE_enum(
+        "mixed_precision",
+        "auto",
+        ["auto", "float32", "bfloat16"],
+        "auto: bfloat16 where the CPU has AMX or AVX-512 bfloat16 units (or on a GPU), else float32.",
+    )
+
 
 MAX_PREDICTIONS_PER_SEQ = 10  # round(64 * 0.15); longer sequences cap at 15% as well
 HELDOUT_FRACTION = 0.05
@@ -744,8 +750,7 @@ def run() -> None:
     """Console-script entry point (setup.py: albert-demo)."""
     from albert_tf.bin.common import run_binary
 
-    # The demo's flags are defined at import (above); nothing more to define.
-    run_binary(main, lambda: None, "albert-demo", __doc__)
+    run_binary(main, define_flags, "albert-demo", __doc__)
 
 
 if __name__ == "__main__":
