@@ -3,6 +3,8 @@ validated, and the optimizer is part of the run's settings."""
 
 import json
 import os
+import subprocess
+import sys
 import types
 
 import pytest
@@ -15,6 +17,7 @@ from albert_tf.tasks.runner import FinetuneOptions
 from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm
 
 FLAGS = flags.FLAGS
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _options(tmp_path, **kwargs):
@@ -22,21 +25,24 @@ def _options(tmp_path, **kwargs):
                            do_train=True, **kwargs)
 
 
+def _optimizer_parsed_by_albert_finetune(tmp_path, choice: str) -> str:
+    """albert-finetune's own flag parsing, in a fresh process: in this one another binary (albert-pretrain, whose
+    --optimizer takes lamb/adamw) may have defined --optimizer first, and absl keeps the first definition."""
+    code = ("import sys; from absl import flags; from albert_tf.bin import finetune; finetune._define_flags(); "
+            "flags.FLAGS(sys.argv); print(finetune.options_from_flags().optimizer)")
+    done = subprocess.run([sys.executable, "-c", code, "--task=csv", f"--data_dir={tmp_path}",
+                           f"--output_dir={tmp_path / 'o'}", f"--optimizer={choice}"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("choice, corrected", [("adamw", True), ("adamw_original", False)])
 def test_optimizer_flag_reaches_the_optimizer(tmp_path, choice, corrected):
-    finetune._define_flags()
-    if "adamw_original" not in FLAGS["optimizer"].parser.enum_values:  # albert-pretrain's --optimizer came first
-        pytest.skip("another binary defined --optimizer first in this process (tests/flags/test_recipes.py "
-                    "parses albert-finetune's flags in a fresh process)")
-    FLAGS.unparse_flags()
-    try:
-        # Every shared flag explicit: another binary may have defined it first with its own default.
-        FLAGS(["albert-finetune", "--task=csv", f"--data_dir={tmp_path}", f"--output_dir={tmp_path / 'o'}",
-               f"--optimizer={choice}", "--learning_rate=1e-3", "--train_batch_size=8", "--max_seq_length=32"])
-        options = finetune.options_from_flags()
-    finally:
-        FLAGS.unparse_flags()
-    assert options.optimizer == choice
+    parsed = _optimizer_parsed_by_albert_finetune(tmp_path, choice)
+    assert parsed == choice
+    options = _options(tmp_path, optimizer=parsed, learning_rate=1e-3)
     model = albert_tf.AlbertClassifier(tiny_config(), 2)
     opt = runner._make_optimizer(options, {"total_steps": 10, "warmup_steps": 1}, model)
     assert opt.bias_correction is corrected
