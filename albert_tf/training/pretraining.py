@@ -152,6 +152,23 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
     return result
 
 
+def _train_iterator(strategy, train_dataset_fn, start_step: int, data: PretrainingDataConfig,
+                    per_replica_batch: int, output_dir: str):
+    """The distributed training iterator, from the tf.data service when
+    `data.data_service_address` is set (its resume caveat logged)."""
+    service_job = None
+    if data.data_service_address:
+        service_job = data_service.job_name(output_dir)
+        logging.warning(
+            "Training input from the tf.data service at %s (job %s): %s%s.",
+            data.data_service_address, service_job, data_service.RESUME_NOTE,
+            f"; resuming at step {start_step}" if start_step else "")
+    return distributed_train_iterator(
+        strategy, train_dataset_fn, start_step, data.max_seq_length,
+        data.train_predictions_per_seq(), per_replica_batch,
+        data.data_service_address, service_job)
+
+
 def run_pretraining(
     config: AlbertConfig,
     train_dataset_fn: DatasetFn,
@@ -245,17 +262,8 @@ def run_pretraining(
         init_checkpoint, chief)
     start_step = state.step
 
-    service_job = None
-    if data.data_service_address:
-        service_job = data_service.job_name(output_dir)
-        logging.warning(
-            "Training input from the tf.data service at %s (job %s): %s%s.",
-            data.data_service_address, service_job, data_service.RESUME_NOTE,
-            f"; resuming at step {start_step}" if start_step else "")
-    iterator = distributed_train_iterator(
-        strategy, train_dataset_fn, start_step, data.max_seq_length,
-        data.train_predictions_per_seq(), optimization.train_batch_size // replicas,
-        data.data_service_address, service_job)
+    iterator = _train_iterator(strategy, train_dataset_fn, start_step, data,
+                               optimization.train_batch_size // replicas, output_dir)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile)
     writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
               if chief else tf.summary.create_noop_writer())
