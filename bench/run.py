@@ -1,27 +1,35 @@
-"""The benchmark suite: `python -m bench.run [--quick]` (issue 10).
+"""The benchmark suite: `python -m bench.run [--quick]` (issues 10 and 18).
 
-Measures, in one run, albert-tf against keras-hub (TensorFlow backend) and
-Hugging Face transformers (PyTorch) on ALBERT-base built from the same
-config with random weights:
+Measures, in one run, albert-tf against keras-hub (TensorFlow backend),
+Hugging Face transformers (PyTorch), and OpenVINO and ONNX Runtime running
+Hugging Face's AlbertModel exported to ONNX, on ALBERT-base built from the
+same config with random weights:
 
-* training sequences/s (MLM + SOP, 20 masked positions): ours through
-  albert-pretrain's step and through `AlbertPretrainer.fit`, keras-hub's
-  `AlbertMaskedLM.fit`, HF's `AlbertForPreTraining`; float32 and bfloat16,
-  XLA on and off for the TensorFlow systems;
+* training sequences/s (MLM + SOP, the MLM head on 20 masked positions for
+  every system): ours through albert-pretrain's step and through
+  `AlbertPretrainer.fit`, keras-hub's `AlbertMaskedLM.fit`, Hugging Face's
+  AlbertForPreTraining (heads on the gathered positions), eager and through
+  torch.compile; float32 and bfloat16, XLA on and off for the TensorFlow
+  systems; 20 timed steps each;
 * encoder inference sequences/s (batch 1, 8, 32 at length 128);
-* raw-text inference on 32 real sentences of 5-60 words through each
-  system's own text path, and one-request latency of our SavedModel;
+* raw-text inference on batches of real sentences of 5-60 words from a pool
+  of thousands, through each system's own text path, in two comparisons:
+  each system at its best normal use (length-grouped batches, each padding
+  its own best way) and the same padding (the same random batches, each
+  padded to its longest row); one-request latency of our SavedModel;
 * fine-tuning on real text: training examples/s of a 2-label sentence
-  classifier on batches of 32 real sentences, each system's own text path
+  classifier on the same pool, in the same two comparisons
   (`bench/systems/finetune.py`; `--smoke` runs it at a tiny shape);
-* model FLOPs utilisation against matmul rates measured in the same run;
+* model FLOPs utilisation against the better of TensorFlow's and OpenVINO's
+  matmul rates, measured in the same run;
 * peak RSS of every process;
-* ALBERT-large against BERT-large (training with LAMB state).
+* ALBERT-large against BERT-large (training with LAMB state, same dropout).
 
 Every measurement is a fresh process (`bench.worker`); repetitions are
 interleaved (all configurations once, then again), and the tables show
-medians over repetitions. Results go to bench/RESULTS.md (printed too) and
-bench/results/run.json (every repetition).
+medians over repetitions. Peers that are not installed (openvino,
+onnxruntime: the [bench] extra) are listed as skipped. Results go to
+bench/RESULTS.md (printed too) and bench/results/run.json (every repetition).
 """
 
 from __future__ import annotations
@@ -57,11 +65,12 @@ class Measurement:
     kwargs: Dict[str, object]
     runs: List[dict] = dataclasses.field(default_factory=list)
     errors: List[str] = dataclasses.field(default_factory=list)
+    skip: str = ""  # why it is not run (a peer not installed); shown in its row
 
     @property
     def key(self) -> str:
         settings = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items())
-                            if k not in ("sentences", "sentences_file", "spm_path", "warmup", "steps"))
+                            if k not in ("sentences", "sentences_file", "pool_file", "spm_path", "warmup", "steps"))
         return f"{self.group}:{self.system}:{self.function}:{settings}"
 
     def spec(self) -> str:
@@ -77,60 +86,106 @@ class Measurement:
 
 
 # ------------------------------------------------------------------- plan
-# The classifier before length buckets: one batch padded to its longest row.
-ONE_BATCH = "albert-tf task model, one padded batch"
 TF_SYSTEMS = {
     "albert-tf step": ("ours", "train_step"),
     "albert-tf fit": ("ours", "train_fit"),
     "keras-hub fit": ("kerashub", "train_fit"),
 }
+HF_COMPILED = "Hugging Face, torch.compile"
+# At least 20 timed steps for every training figure (issue 18).
+TRAIN_STEPS = dict(warmup=2, steps=20)
+# The text and fine-tuning groups: batches of 32 from one pool of TEXT_POOL
+# real sentences (`common.write_text_pool`): TEXT_STEPS timed batches after
+# TEXT_WARMUP untimed ones, the same batches for every system.
+TEXT_BATCH, TEXT_POOL = 32, 4096
+TEXT_WARMUP, TEXT_STEPS = 2, {True: 10, False: 20}
+# The two comparisons of every text and fine-tuning table.
+BEST_USE, SAME_PADDING = "each system at its best normal use", "same padding"
+OPENVINO, ONNXRUNTIME = "OpenVINO (HF model, ONNX)", "ONNX Runtime (HF model, ONNX)"
+# The rows each runtime gets (module bench.systems.onnx_runtimes, the [bench] extra).
+ONNX_RUNTIMES = {OPENVINO: ("openvino", ("bfloat16",)), ONNXRUNTIME: ("onnxruntime", ("float32", "int8"))}
 
 
-def plan(quick: bool, spm_path: str, sentences: Sequence[str], finetune_sentences: str = "",
-         smoke: bool = False) -> List[Measurement]:
-    """The configurations of a run; `quick` keeps it to about 10-15 minutes.
+def missing_package(name: str) -> str:
+    """"" when `name` imports here, else the note a skipped row shows."""
+    import importlib.util
 
-    finetune_sentences: the JSON file of FINETUNE_POOL real sentences of the
-    fine-tuning group; smoke: that group at a tiny shape (seconds).
+    if importlib.util.find_spec(name) is not None:
+        return ""
+    return f"not installed: {name} (pip install -e '.[bench]')"
+
+
+def plan(quick: bool, spm_path: str, pool_file: str, smoke: bool = False) -> List[Measurement]:
+    """The configurations of a run; `quick` keeps it to about 15-25 minutes.
+
+    pool_file: the pool of real sentences of the text and fine-tuning groups
+    (`common.write_text_pool`); smoke: the fine-tuning group at a tiny shape.
     """
-    out: List[Measurement] = []
-    train_steps = dict(warmup=2, steps=3 if quick else 5)
-    infer_steps = dict(warmup=2, steps=5 if quick else 10)
-    for framework in ("tensorflow", "torch"):
-        for precision in ("float32", "bfloat16"):
+    out: List[Measurement] = _matmul_plan(quick)
+    out += _train_plan(quick)
+    out += _infer_plan(quick)
+    out += text_plan(spm_path, pool_file, quick)
+    out += finetune_plan(spm_path, pool_file, smoke)
+    out += _large(quick, 4 if quick else 8)
+    return sorted(out, key=_priority) if quick else out
+
+
+def _matmul_plan(quick: bool) -> List[Measurement]:
+    from bench.systems.matmul import SHAPES
+
+    out = []
+    for precision in ("float32", "bfloat16"):
+        for framework in ("tensorflow", "torch"):
             out.append(Measurement("matmul", framework, "matmul", f"{framework}_rates",
                                    {"precision": precision, "reps": 5 if quick else 8}))
+        skip = missing_package("openvino")
+        for m, k, n in SHAPES:
+            out.append(Measurement("matmul", "openvino", "onnx_runtimes", "matmul",
+                                   dict(precision=precision, m=m, k=k, n=n, warmup=1, steps=5 if quick else 8),
+                                   skip=skip))
+    return out
+
+
+def _train_plan(quick: bool) -> List[Measurement]:
+    out: List[Measurement] = []
 
     def train(system, precision, xla, batch, seq):
-        if system == "Hugging Face":
+        if system.startswith("Hugging Face"):
             out.append(Measurement("train", system, "hf", "train",
-                                   dict(precision=precision, batch=batch, seq=seq, **train_steps)))
+                                   dict(precision=precision, batch=batch, seq=seq, compile=system == HF_COMPILED,
+                                        **TRAIN_STEPS)))
             return
         module, function = TF_SYSTEMS[system]
-        kwargs = dict(precision=precision, xla=xla, batch=batch, seq=seq, **train_steps)
+        kwargs = dict(precision=precision, xla=xla, batch=batch, seq=seq, **TRAIN_STEPS)
         if function == "train_step":
             kwargs["preset"] = "albert_base_v2"
         out.append(Measurement("train", system, module, function, kwargs))
 
+    torch_systems = ("Hugging Face", HF_COMPILED)
     if quick:
         for system, precision, xla in [
                 ("albert-tf step", "bfloat16", False), ("albert-tf step", "float32", False),
                 ("albert-tf step", "bfloat16", True), ("albert-tf fit", "bfloat16", False),
                 ("keras-hub fit", "bfloat16", False), ("keras-hub fit", "float32", False),
-                ("Hugging Face", "bfloat16", False), ("Hugging Face", "float32", False)]:
+                ("Hugging Face", "bfloat16", False), ("Hugging Face", "float32", False),
+                (HF_COMPILED, "bfloat16", False)]:
             train(system, precision, xla, 8, 128)
-    else:
-        for system in (*TF_SYSTEMS, "Hugging Face"):
-            for precision in ("float32", "bfloat16"):
-                for xla in ((False,) if system == "Hugging Face" else (False, True)):
-                    train(system, precision, xla, 8, 128)
-        for system in (*TF_SYSTEMS, "Hugging Face"):
-            train(system, "bfloat16", False, 32, 128)
-        for system in ("albert-tf step", "keras-hub fit", "Hugging Face"):
-            train(system, "bfloat16", False, 8, 512)
+        return out
+    for system in (*TF_SYSTEMS, *torch_systems):
+        for precision in ("float32", "bfloat16"):
+            for xla in ((False,) if system in torch_systems else (False, True)):
+                train(system, precision, xla, 8, 128)
+    for system in (*TF_SYSTEMS, *torch_systems):
+        train(system, "bfloat16", False, 32, 128)
+    for system in ("albert-tf step", "keras-hub fit", "Hugging Face"):
+        train(system, "bfloat16", False, 8, 512)
+    return out
 
-    infer_batches = (8, 32) if quick else (1, 8, 32)
-    for batch in infer_batches:
+
+def _infer_plan(quick: bool) -> List[Measurement]:
+    out: List[Measurement] = []
+    infer_steps = dict(warmup=2, steps=5 if quick else 10)
+    for batch in ((8, 32) if quick else (1, 8, 32)):
         for precision in ("float32", "bfloat16"):
             if quick and batch == 8 and precision == "float32":
                 continue
@@ -149,22 +204,54 @@ def plan(quick: bool, spm_path: str, sentences: Sequence[str], finetune_sentence
                 out.append(Measurement("infer", "albert-tf, buckets of 8 rows", "ours", "infer",
                                        dict(precision=precision, xla=False, batch=batch, seq=128,
                                             rows_per_bucket=8, **infer_steps)))
+        if batch == 1 or (quick and batch != 32):
+            continue
+        for system, (runtime, precisions) in ONNX_RUNTIMES.items():
+            skip = missing_package(runtime)
+            hints = ("THROUGHPUT", "LATENCY") if runtime == "openvino" and not quick else ("THROUGHPUT",)
+            for precision in precisions:
+                for hint in (hints if runtime == "openvino" else (None,)):
+                    extra = {"hint": hint} if hint else {}
+                    out.append(Measurement("infer", system, "onnx_runtimes", "infer",
+                                           dict(runtime=runtime, precision=precision, batch=batch, seq=128,
+                                                **infer_steps, **extra), skip=skip))
+    return out
 
-    text_kwargs = dict(spm_path=spm_path, sentences=list(sentences), **infer_steps)
-    for precision in (("bfloat16",) if quick else ("float32", "bfloat16")):
-        out.append(Measurement("text", "albert-tf task model", "ours", "text",
-                               dict(precision=precision, **text_kwargs)))
-        out.append(Measurement("text", "albert-tf SavedModel", "ours", "saved_model_text",
-                               dict(precision=precision, **text_kwargs)))
-        out.append(Measurement("text", "keras-hub", "kerashub", "text", dict(precision=precision, **text_kwargs)))
-        out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **text_kwargs)))
-        out.append(Measurement("text", ONE_BATCH, "ours", "text",
-                               dict(precision=precision, one_padded_batch=True, **text_kwargs)))
 
-    out += finetune_plan(spm_path, finetune_sentences, smoke)
-    large_batch = 4 if quick else 8
-    out += _large(quick, large_batch)
-    return sorted(out, key=_priority) if quick else out
+def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
+    """Raw-text inference: each system at its best normal use on length-grouped batches
+    (ours: its in-graph buckets; keras-hub: pre-packed to the bucket's length; Hugging Face
+    and the ONNX runtimes: padding to each batch's longest), and on the same random
+    batches each padded to its longest row (ours without its buckets)."""
+    out: List[Measurement] = []
+    steps = dict(warmup=TEXT_WARMUP, steps=TEXT_STEPS[quick])
+    for feed in (common.GROUPED, common.RANDOM):
+        best = feed == common.GROUPED
+        kw = dict(spm_path=spm_path, pool_file=pool_file, feed=feed, **steps)
+        for precision in (("bfloat16",) if quick else ("float32", "bfloat16")):
+            if best:
+                out.append(Measurement("text", "albert-tf task model", "ours", "text", dict(precision=precision, **kw)))
+                out.append(Measurement("text", "albert-tf SavedModel", "ours", "saved_model_text",
+                                       dict(precision=precision, **kw)))
+            else:
+                out.append(Measurement("text", "albert-tf task model, no buckets", "ours", "text",
+                                       dict(precision=precision, one_padded_batch=True, **kw)))
+            out.append(Measurement("text", "keras-hub", "kerashub", "text",
+                                   dict(precision=precision, padding="bucket" if best else "longest", **kw)))
+            out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **kw)))
+        for system, (runtime, precisions) in ONNX_RUNTIMES.items():
+            for precision in (precisions if best else precisions[:1]):
+                extra = {"hint": "THROUGHPUT"} if runtime == "openvino" else {}
+                out.append(Measurement("text", system, "hf", "onnx_text",
+                                       dict(runtime=runtime, precision=precision, **kw, **extra),
+                                       skip=missing_package(runtime)))
+    return out
+
+
+def comparison(m: Measurement) -> str:
+    """BEST_USE or SAME_PADDING: which table of its group a text or fine-tuning row is in."""
+    order = m.kwargs.get("feed") if m.group == "text" else m.kwargs.get("order")
+    return SAME_PADDING if order == common.RANDOM else BEST_USE
 
 
 def _priority(m: Measurement) -> int:
@@ -172,6 +259,7 @@ def _priority(m: Measurement) -> int:
     each system's training in bfloat16, raw text, inference, then the rest."""
     bf16 = m.kwargs.get("precision") == "bfloat16" and not m.kwargs.get("xla")
     order = [m.group == "matmul" and m.system == "tensorflow",
+             m.group == "matmul" and m.system == "openvino" and m.kwargs.get("m") == 4096,
              m.group == "train" and bf16 and m.system != "albert-tf fit",
              m.group == "text",
              m.group == "infer" and m.kwargs.get("batch") == 32 and bf16,
@@ -184,24 +272,36 @@ def _priority(m: Measurement) -> int:
     return order.index(True)
 
 
-# Fine-tuning: batches of 32 real sentences, one timed pass over a pool of
-# FINETUNE_STEPS batches after FINETUNE_WARMUP untimed ones.
-FINETUNE_BATCH, FINETUNE_STEPS, FINETUNE_WARMUP = 32, 4, 1
-FINETUNE_POOL = FINETUNE_BATCH * FINETUNE_STEPS
-# ours with albert-finetune's feed (length buckets) and with plain fit on random batches.
+# Fine-tuning: the text pool's batches of 32, FINETUNE_WARMUP untimed then
+# FINETUNE_STEPS timed (the smoke run: 1 and 2).
+FINETUNE_BATCH, FINETUNE_STEPS, FINETUNE_WARMUP = TEXT_BATCH, 20, 1
+# ours with albert-finetune's feed (its own length-grouped batches) and with plain fit.
 FINETUNE_BUCKETED = "albert-tf, albert-finetune's batches"
-FINETUNE_SYSTEMS = [("albert-tf fit", "ours", dict(feed="fit")),
-                    (FINETUNE_BUCKETED, "ours", dict(feed="finetune")),
-                    ("keras-hub fit", "kerashub", {}), ("Hugging Face", "hf", {})]
+FINETUNE_SYSTEMS = [
+    # best normal use: length-grouped batches for everyone (ours also with albert-finetune's own)
+    (FINETUNE_BUCKETED, "ours", dict(feed="finetune", order=common.GROUPED)),
+    ("albert-tf fit", "ours", dict(feed="fit", order=common.GROUPED)),
+    ("keras-hub fit", "kerashub", dict(order=common.GROUPED, padding="bucket")),
+    ("Hugging Face", "hf", dict(order=common.GROUPED)),
+    # same padding: the same random batches, each padded to its longest row
+    ("albert-tf fit", "ours", dict(feed="fit", order=common.RANDOM)),
+    ("keras-hub fit", "kerashub", dict(order=common.RANDOM, padding="longest")),
+    ("Hugging Face", "hf", dict(order=common.RANDOM)),
+]
 
 
-def finetune_plan(spm_path: str, sentences_file: str, smoke: bool = False) -> List[Measurement]:
-    """The fine-tuning group: each system once, mixed bfloat16 (bench/systems/finetune.py)."""
+def finetune_plan(spm_path: str, pool_file: str, smoke: bool = False) -> List[Measurement]:
+    """The fine-tuning group: each system in both comparisons, mixed bfloat16 (bench/systems/finetune.py)."""
     steps = dict(warmup=1, steps=2) if smoke else dict(warmup=FINETUNE_WARMUP, steps=FINETUNE_STEPS)
     return [Measurement("finetune", system, "finetune", function,
-                        dict(precision="bfloat16", spm_path=spm_path, sentences_file=sentences_file,
+                        dict(precision="bfloat16", spm_path=spm_path, pool_file=pool_file,
                              batch=FINETUNE_BATCH, shape="tiny" if smoke else "base", **steps, **extra))
             for system, function, extra in FINETUNE_SYSTEMS]
+
+
+# The preset dropout of bert_large is 0.1 and albert_large_v2's 0.0: both run at
+# LARGE_DROPOUT, so the two do the same work.
+LARGE_DROPOUT = 0.0
 
 
 def _large(quick: bool, large_batch: int) -> List[Measurement]:
@@ -210,7 +310,7 @@ def _large(quick: bool, large_batch: int) -> List[Measurement]:
         for precision in (("float32",) if quick else ("float32", "bfloat16")):
             out.append(Measurement("large", preset, "ours", "train_step",
                                    dict(preset=preset, precision=precision, xla=False, batch=large_batch,
-                                        seq=128, warmup=1, steps=2 if quick else 3, optimizer_alone=True)))
+                                        seq=128, dropout=LARGE_DROPOUT, optimizer_alone=True, **TRAIN_STEPS)))
     return out
 
 
@@ -242,6 +342,10 @@ def run_all(measurements: List[Measurement], reps: int, timeout: float, python: 
     began = time.perf_counter()
     for rep in range(reps):
         for i, m in enumerate(measurements):
+            if m.skip:
+                if rep == 0:
+                    log(f"{m.key}: skipped ({m.skip})")
+                continue
             if budget_s is not None and time.perf_counter() - began > budget_s:
                 log(f"budget of {budget_s / 60:.0f} minutes spent: {m.key} and later not run")
                 return
@@ -257,15 +361,31 @@ def run_all(measurements: List[Measurement], reps: int, timeout: float, python: 
 
 
 # ---------------------------------------------------------------- tables
-def matmul_limits(measurements: Sequence[Measurement]) -> Dict[str, float]:
-    """Best GFLOP/s per precision over every framework, kernel and shape."""
-    limits: Dict[str, float] = {}
+# The frameworks whose matmul rate is the MFU limit (torch's is shown, not used).
+LIMIT_FRAMEWORKS = ("tensorflow", "openvino")
+
+
+def matmul_rates(measurements: Sequence[Measurement]) -> Dict[tuple, Dict[str, float]]:
+    """{(framework (kernel), precision): {shape: best GFLOP/s over repetitions}}."""
+    rates: Dict[tuple, Dict[str, float]] = {}
     for m in measurements:
-        if m.group != "matmul" or not m.runs:
+        if m.group != "matmul":
             continue
-        best = max(max(r[k] for k in r if "x" in k and k not in ("wall_s",)) for r in m.runs)
-        p = m.kwargs["precision"]
-        limits[p] = max(limits.get(p, 0.0), best)
+        for r in m.runs:
+            for key, value in r.items():
+                kernel, _, shape = key.partition(" ")
+                if shape and "x" in shape and isinstance(value, (int, float)):
+                    row = rates.setdefault((f"{m.system} ({kernel})", m.kwargs["precision"]), {})
+                    row[shape] = max(row.get(shape, 0.0), float(value))
+    return rates
+
+
+def matmul_limits(measurements: Sequence[Measurement]) -> Dict[str, float]:
+    """Best GFLOP/s per precision of TensorFlow and OpenVINO, over kernels and shapes."""
+    limits: Dict[str, float] = {}
+    for (name, precision), row in matmul_rates(measurements).items():
+        if name.split()[0] in LIMIT_FRAMEWORKS and row:
+            limits[precision] = max(limits.get(precision, 0.0), max(row.values()))
     return limits
 
 
@@ -282,7 +402,7 @@ def _setting(m: Measurement) -> str:
 
 def _spread(m: Measurement) -> str:
     values = [r["per_s"] for r in m.runs]
-    return ", ".join(f"{v:.2f}" for v in values) if values else "; ".join(m.errors) or "not run"
+    return ", ".join(f"{v:.2f}" for v in values) if values else m.skip or "; ".join(m.errors) or "not run"
 
 
 def _is_ours(system: str) -> bool:
@@ -323,7 +443,8 @@ def throughput_table(rows: Sequence[Measurement], flops_fn, limits: Dict[str, fl
 
 def versions() -> Dict[str, str]:
     out = {"python": sys.version.split()[0]}
-    for name in ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "transformers"):
+    for name in ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "transformers", "openvino",
+                 "onnxruntime", "onnx"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -333,17 +454,27 @@ def versions() -> Dict[str, str]:
 
 def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> str:
     """RESULTS.md: machine, versions, command, then one table per measure."""
-    cpu = header["cpu"]
     limits = matmul_limits(measurements)
-    base = common.model_shape("albert_base_v2")
-    lines = [
+    group = lambda name: [m for m in measurements if m.group == name]  # noqa: E731
+    lines = header_lines(header)
+    lines += matmul_section(group("matmul"), limits)
+    lines += train_section(group("train"), limits)
+    lines += infer_section(group("infer"), limits)
+    lines += text_section(group("text"))
+    lines += finetune_section(group("finetune"))
+    lines += large_section(group("large"))
+    lines += ["## Data pipeline", "", header.get("data_note", ""), ""]
+    return "\n".join(lines) + "\n"
+
+
+def header_lines(header: Dict[str, object]) -> List[str]:
+    cpu = header["cpu"]
+    return [
         "# albert-tf benchmark results",
         "",
         f"Command: `{header['command']}` ({header['date']}, {header['minutes']:.0f} minutes).",
         "",
-        f"Machine: {cpu['model']}, {cpu['cores']} cores; flags that matter: "
-        f"{', '.join(cpu['flags']) or 'none'} (AMX: {'yes' if 'amx_bf16' in cpu['flags'] else 'no'}, "
-        f"avx512_bf16: {'yes' if 'avx512_bf16' in cpu['flags'] else 'no'}). "
+        f"Machine: {common.cpu_line(cpu)} (avx512_bf16: {'yes' if 'avx512_bf16' in cpu['flags'] else 'no'}.) "
         f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end"
         f", {header.get('load_max', header['load_end']):.2f} at most (a load above the {cpu['cores']} cores means "
         "other jobs were running and every figure is slowed; ratios measured under the same load remain "
@@ -355,84 +486,97 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
         "(and every run). ALBERT-base (H 768, E 128, 12 layers, V 30000), random weights, "
         f"{common.PREDICTIONS_PER_SEQ} masked positions; training uses LAMB (Hugging Face: torch AdamW, "
         "PyTorch has no LAMB) with global-norm clipping; keras-hub's AlbertMaskedLM has no SOP head. "
-        "bfloat16 is Keras mixed_bfloat16 / torch.autocast (float32 weights).",
+        "bfloat16 is Keras mixed_bfloat16 / torch.autocast (float32 weights). OpenVINO and ONNX Runtime run "
+        "Hugging Face's AlbertModel exported to ONNX (`bench/systems/onnx_runtimes.py`).",
         "",
-        "## Matmul limit (GFLOP/s, best of repetitions)",
-        "",
-        "| framework | precision | " + " | ".join(
-            f"{m}x{k}x{n}" for m, k, n in __import__("bench.systems.matmul", fromlist=["SHAPES"]).SHAPES) + " |",
-        "|---|---|---|---|---|---|",
     ]
+
+
+def matmul_section(rows: Sequence[Measurement], limits: Dict[str, float]) -> List[str]:
     from bench.systems.matmul import SHAPES
 
-    for m in (x for x in measurements if x.group == "matmul"):
-        if not m.runs:
-            lines.append(f"| {m.system} | {m.kwargs['precision']} | {'; '.join(m.errors)} | | | |")
-            continue
-        kernels = sorted({k.split()[0] for k in m.runs[0] if " " in k})
-        for kernel in kernels:
-            cells = [_fmt(max(r[f"{kernel} {a}x{b}x{c}"] for r in m.runs), 0) for a, b, c in SHAPES]
-            lines.append(f"| {m.system} ({kernel}) | {m.kwargs['precision']} | " + " | ".join(cells) + " |")
-    lines += ["", "Limit used for MFU: " + ", ".join(f"{p} {v:.0f} GFLOP/s" for p, v in sorted(limits.items()))
-              + " (the best of every framework, kernel and shape).", ""]
+    shapes = [f"{m}x{k}x{n}" for m, k, n in SHAPES]
+    lines = ["## Matmul limit (GFLOP/s, best of repetitions)", "",
+             "| framework | precision | " + " | ".join(shapes) + " |", "|---|---|" + "---|" * len(shapes)]
+    for (name, precision), rates in matmul_rates(rows).items():
+        lines.append(f"| {name} | {precision} | " + " | ".join(_fmt(rates.get(s), 0) for s in shapes) + " |")
+    for m in rows:
+        if not m.runs and (m.skip or m.errors):
+            lines.append(f"| {m.system} | {m.kwargs['precision']} | {m.skip or '; '.join(m.errors)} |"
+                         + " |" * (len(shapes) - 1))
+    return lines + ["", "Limit used for MFU: " + ", ".join(f"{p} {v:.0f} GFLOP/s" for p, v in sorted(limits.items()))
+                    + " (the better of TensorFlow's and OpenVINO's rates, over their kernels and shapes).", ""]
 
-    train = [m for m in measurements if m.group == "train"]
-    lines += ["## Training throughput (sequences/s)", "",
-              f"Training FLOPs per sequence: {common.training_flops(base, 128, 20) / 1e9:.1f} G at length 128, "
-              f"{common.training_flops(base, 512, 20) / 1e9:.1f} G at 512 (3 x forward matmuls; the MLM head on the "
-              "masked positions only, for every system).", ""]
-    lines += throughput_table(train, lambda m: common.training_flops(base, m.kwargs["seq"], 20), limits,
-                              "seq/s")
+
+def train_section(train: Sequence[Measurement], limits: Dict[str, float]) -> List[str]:
+    base = common.model_shape("albert_base_v2")
+    lines = ["## Training throughput (sequences/s)", "",
+             f"Training FLOPs per sequence: {common.training_flops(base, 128, 20) / 1e9:.1f} G at length 128, "
+             f"{common.training_flops(base, 512, 20) / 1e9:.1f} G at 512 (3 x forward matmuls). Every system runs "
+             f"the MLM head on the {common.PREDICTIONS_PER_SEQ} masked positions only: ours and keras-hub gather "
+             "them before the head; Hugging Face runs AlbertForPreTraining's encoder, then its MLM head "
+             "(`model.predictions`) on the gathered positions and its SOP head, with the loss computed as ours "
+             "(`hf.masked_pretraining_loss`; its own `forward(labels=...)` would run the head on every position). "
+             f"{HF_COMPILED}: the same loss function through `torch.compile` (inductor). "
+             f"{TRAIN_STEPS['steps']} timed steps after {TRAIN_STEPS['warmup']} untimed ones; the median step.", ""]
+    lines += throughput_table(train, lambda m: common.training_flops(base, m.kwargs["seq"], 20), limits, "seq/s")
     for batch, seq in sorted({(m.kwargs["batch"], m.kwargs["seq"]) for m in train}):
         lines += _ratio_lines([m for m in train if (m.kwargs["batch"], m.kwargs["seq"]) == (batch, seq)],
                               f"training at batch {batch}, length {seq}")
+    return lines
 
-    infer = [m for m in measurements if m.group == "infer"]
-    lines += ["## Encoder inference (sequences/s, pooled output)", "",
-              f"Forward FLOPs per sequence at length 128: {common.forward_flops(base, 128, None) / 1e9:.1f} G.", ""]
-    lines += throughput_table(infer, lambda m: common.forward_flops(base, m.kwargs["seq"], None), limits,
-                              "seq/s")
+
+def infer_section(infer: Sequence[Measurement], limits: Dict[str, float]) -> List[str]:
+    base = common.model_shape("albert_base_v2")
+    lines = ["## Encoder inference (sequences/s, pooled output)", "",
+             f"Forward FLOPs per sequence at length 128: {common.forward_flops(base, 128, None) / 1e9:.1f} G. "
+             "OpenVINO: INFERENCE_PRECISION_HINT bf16 and the PERFORMANCE_HINT shown; ONNX Runtime: default "
+             "session options, float32 and int8 (dynamic quantization). MFU against the same precision's limit "
+             "(none for int8).", ""]
+    lines += throughput_table(infer, lambda m: common.forward_flops(base, m.kwargs["seq"], None), limits, "seq/s")
     for batch in sorted({m.kwargs["batch"] for m in infer}):
         lines += _ratio_lines([m for m in infer if m.kwargs["batch"] == batch], f"inference at batch {batch}")
+    checks = [m for m in infer if m.median("max_diff_vs_hf") is not None]
+    if checks:
+        lines += ["Outputs against Hugging Face torch (float32) on one padded batch: " + "; ".join(
+            f"{m.system} {m.kwargs['precision']}: largest difference {m.median('max_diff_vs_hf'):.3g}"
+            + ("" if all(r.get("within_bf16_tolerance") for r in m.runs) else " (OUTSIDE bf16 tolerance)")
+            for m in checks) + ".", ""]
+    return lines
 
-    text = [m for m in measurements if m.group == "text"]
-    if text:
-        lines += ["## Raw-text inference (32 real sentences of 5-60 words, sentences/s)", "",
-                  "Each system's own text path: ours the task model's in-graph preprocessor (pads to the "
-                  "batch's longest) and the exported SavedModel (`serving_default`); keras-hub its "
-                  "AlbertTokenizer + AlbertTextClassifierPreprocessor (pads to sequence_length 128) + backbone; "
-                  "Hugging Face AlbertTokenizer (Rust, from spiece.model; padding='longest') + AlbertModel. Tokenization is inside "
-                  "the timed call.", "",
-                  "| system | precision | sentences/s (median) | runs | padded length | "
-                  "one-request latency ms (median / p90) | peak RSS MB |", "|---|---|---|---|---|---|---|"]
-        for m in text:
+
+def text_section(text: Sequence[Measurement]) -> List[str]:
+    if not text:
+        return []
+    first = text[0].kwargs
+    lines = [f"## Raw-text inference (sentences/s, batches of {TEXT_BATCH} real sentences of 5-60 words)", "",
+             f"A pool of {TEXT_POOL} real sentences (`common.write_text_pool`); every system gets the same "
+             f"batches: {first['warmup']} untimed, then {first['steps']} timed as one pass (sentences / seconds of "
+             "the pass). Tokenization is inside the timed call. Two comparisons, each its own table:", "",
+             f"- **{BEST_USE}**: length-grouped batches (Hugging Face's `group_by_length` sampler, "
+             "`common.length_grouped_batches`); ours: the task model's in-graph preprocessor (pads to the "
+             "batch's longest) with its length buckets of rows, and the exported SavedModel (`serving_default`); "
+             "keras-hub: AlbertTokenizer + AlbertTextClassifierPreprocessor, pre-packed to the bucket's length "
+             f"(the batch's longest rounded up to a multiple of {common.BUCKET_STEP}) + backbone; Hugging Face "
+             "and the ONNX runtimes: AlbertTokenizer (Rust, from spiece.model; padding='longest') + the model.",
+             f"- **{SAME_PADDING}**: random batches, every system padding each batch to its longest row (ours "
+             "without its buckets; keras-hub packed to that length).", ""]
+    for name in (BEST_USE, SAME_PADDING):
+        rows = [m for m in text if comparison(m) == name]
+        if not rows:
+            continue
+        lines += [f"### {name[0].upper() + name[1:]}", "",
+                  "| system | precision | sentences/s (median) | runs | padded tokens/sentence | "
+                  "real tokens/sentence | one-request latency ms (median / p90) | peak RSS MB |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for m in rows:
             lat = (f"{m.median('latency_ms_median'):.0f} / {m.median('latency_ms_p90'):.0f}"
                    if m.median("latency_ms_median") else "")
             lines.append(f"| {m.system} | {m.kwargs['precision']} | {_fmt(m.median('per_s'))} | {_spread(m)} | "
-                         f"{_fmt(m.median('padded_length'), 0)} | {lat} | {_fmt(m.maximum('peak_rss_mb'), 0)} |")
-        lines += [""] + _ratio_lines(text, "raw text")
-
-    lines += finetune_section([m for m in measurements if m.group == "finetune"])
-
-    large = [m for m in measurements if m.group == "large"]
-    if large:
-        lines += ["## ALBERT-large vs BERT-large (training with LAMB state, length 128)", "",
-                  "albert-pretrain's step; `optimizer` is the LAMB update alone (zero gradients, the same "
-                  "memory traffic), so step = forward/backward (arithmetic) + update (parameter memory).", "",
-                  "| model | precision | batch | parameters | train FLOPs/seq | seq/s (median) | runs | "
-                  "step s | of which LAMB update s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for m in large:
-            shape = common.model_shape(m.system)
-            lines.append(
-                f"| {m.system} | {m.kwargs['precision']} | {m.kwargs['batch']} | "
-                f"{_fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
-                f"{common.training_flops(shape, 128, 20) / 1e9:.0f} G | {_fmt(m.median('per_s'))} | {_spread(m)} | "
-                f"{_fmt(m.median('step_s'))} | {_fmt(m.median('optimizer_s'))} | "
-                f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
-        lines += [""] + large_summary(large)
-
-    lines += ["## Data pipeline", "", header.get("data_note", ""), ""]
-    return "\n".join(lines) + "\n"
+                         f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | {lat} | "
+                         f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
+        lines += [""] + _ratio_lines(rows, f"raw text, {name}")
+    return lines
 
 
 def _paired_ratios(a: Measurement, b: Measurement) -> List[float]:
@@ -443,25 +587,36 @@ def _paired_ratios(a: Measurement, b: Measurement) -> List[float]:
 
 
 def finetune_section(rows: Sequence[Measurement]) -> List[str]:
-    """The fine-tuning table, ours against each peer, and the padding gain predicted vs measured."""
+    """The fine-tuning tables (best normal use, same padding), ours against each peer."""
     if not rows:
         return []
-    shape = rows[0].kwargs.get("shape", "base")
-    lines = [f"## Fine-tuning on real text (2-label sentence classification, batch {rows[0].kwargs['batch']}, "
+    kw = rows[0].kwargs
+    lines = [f"## Fine-tuning on real text (2-label sentence classification, batch {kw['batch']}, "
              "training examples/s)", "",
-             f"ALBERT-{shape} shape, random weights, mixed bfloat16. Each system trains on the same "
-             f"{rows[0].kwargs['batch'] * rows[0].kwargs['steps']} real sentences of 5-60 words with random labels "
-             f"through its own text path: {rows[0].kwargs['warmup']} untimed "
-             f"batch{'es' if rows[0].kwargs['warmup'] != 1 else ''}, then one timed pass "
-             "(examples / seconds of the pass). Ours: `AlbertClassifier` (in-graph preprocessor, pads to the "
-             "batch's longest) + `albert_tf.optimizers.adamw`, `model.fit` on random batches, and on the batches "
-             "albert-finetune feeds (examples of similar length, `ClassificationTask.train_dataset`); keras-hub: "
-             "`AlbertTextClassifier` + `AlbertTextClassifierPreprocessor` (pads to 128), Keras AdamW, `fit`; "
-             "Hugging Face: `AlbertForSequenceClassification`, AlbertTokenizer (padding='longest') in every "
-             "step, torch AdamW, `torch.autocast`. GFLOP/example: training matmuls at the padded lengths. "
-             "Examples per CPU-second: the pass's examples over the CPU time of all the process's threads "
-             "(steadier than wall time when other jobs share the cores).", "",
-             "| system | precision | examples/s (median) | runs | examples per CPU-s (median) | "
+             f"ALBERT-{kw.get('shape', 'base')} shape, random weights, mixed bfloat16, random labels. Batches "
+             f"from the pool of {TEXT_POOL} real sentences (as the raw-text tables): {kw['warmup']} untimed, "
+             f"then {kw['steps']} timed as one pass (examples / seconds of the pass), the same batches for every "
+             "system in each table. Ours: `AlbertClassifier` (in-graph preprocessor, pads to the batch's "
+             "longest) + `albert_tf.optimizers.adamw`, `model.fit`; also fed as albert-finetune feeds it "
+             "(its own batches of similar length, `ClassificationTask.train_dataset` over the pool); keras-hub: "
+             "`AlbertTextClassifier`, inputs from `AlbertTextClassifierPreprocessor` in the tf.data pipeline, "
+             f"Keras AdamW, `fit`; Hugging Face: `AlbertForSequenceClassification`, AlbertTokenizer "
+             "(padding='longest') in every step, torch AdamW, `torch.autocast`.", "",
+             f"- **{BEST_USE}**: length-grouped batches (`group_by_length`'s sampler) for every system; keras-hub "
+             f"pre-packed to the bucket's length (a multiple of {common.BUCKET_STEP}).",
+             f"- **{SAME_PADDING}**: the same random batches, each padded to its longest row by every system.", "",
+             "GFLOP/example: training matmuls at the padded lengths. Examples per CPU-second: the pass's examples "
+             "over the CPU time of all the process's threads (steadier than wall time when other jobs share the "
+             "cores).", ""]
+    for name in (BEST_USE, SAME_PADDING):
+        part = [m for m in rows if comparison(m) == name]
+        if part:
+            lines += [f"### {name[0].upper() + name[1:]}", ""] + _finetune_table(part, name)
+    return lines
+
+
+def _finetune_table(rows: Sequence[Measurement], name: str) -> List[str]:
+    lines = ["| system | precision | examples/s (median) | runs | examples per CPU-s (median) | "
              "padded tokens/example | real tokens/example | train GFLOP/example | peak RSS MB |",
              "|---|---|---|---|---|---|---|---|---|"]
     for m in rows:
@@ -469,7 +624,7 @@ def finetune_section(rows: Sequence[Measurement]) -> List[str]:
                      f"{_fmt(m.median('per_cpu_s'))} | "
                      f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | "
                      f"{_fmt(m.median('gflop_per_example'), 1)} | {_fmt(m.maximum('peak_rss_mb'), 0)} |")
-    lines += [""] + _ratio_lines(rows, "fine-tuning on real text")[:-1]
+    lines += [""] + _ratio_lines(rows, f"fine-tuning on real text, {name}")[:-1]
     ours = [m for m in rows if _is_ours(m.system) and m.median("per_s")]
     if ours:
         best = max(ours, key=lambda m: m.median("per_s"))
@@ -481,19 +636,28 @@ def finetune_section(rows: Sequence[Measurement]) -> List[str]:
             if best.median("per_cpu_s") and peer.median("per_cpu_s"):
                 lines.append(f"- {best.system} / {peer.system} per CPU-second (medians): "
                              f"**{best.median('per_cpu_s') / peer.median('per_cpu_s'):.2f}x**")
-    by = {m.system: m for m in rows if m.median("per_s")}
-    if FINETUNE_BUCKETED in by and "albert-tf fit" in by:
-        a, b = by[FINETUNE_BUCKETED], by["albert-tf fit"]
-        predicted = b.median("gflop_per_example") / a.median("gflop_per_example")
-        paired = _paired_ratios(a, b)
-        cpu = (f"; per CPU-second {a.median('per_cpu_s') / b.median('per_cpu_s'):.2f}x"
-               if a.median("per_cpu_s") and b.median("per_cpu_s") else "")
-        lines.append(f"- length buckets (albert-finetune's batches vs random batches, same model): predicted "
-                     f"{predicted:.2f}x from the FLOPs at the padded lengths ({b.median('padded_tokens'):.0f} -> "
-                     f"{a.median('padded_tokens'):.0f} tokens/example), measured "
-                     f"**{a.median('per_s') / b.median('per_s'):.2f}x**"
-                     + (f" (per repetition: {', '.join(f'{r:.2f}x' for r in paired)})" if paired else "") + cpu)
     return lines + [""]
+
+
+def large_section(large: Sequence[Measurement]) -> List[str]:
+    if not large:
+        return []
+    lines = ["## ALBERT-large vs BERT-large (training with LAMB state, length 128)", "",
+             "albert-pretrain's step; `optimizer` is the LAMB update alone (zero gradients, the same "
+             "memory traffic), so step = forward/backward (arithmetic) + update (parameter memory). Both models "
+             f"train with dropout {large[0].kwargs.get('dropout', 'of their preset')} (the presets differ: "
+             "albert_large_v2 0.0, bert_large 0.1), so they do the same work.", "",
+             "| model | precision | batch | parameters | train FLOPs/seq | seq/s (median) | runs | "
+             "step s | of which LAMB update s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for m in large:
+        shape = common.model_shape(m.system)
+        lines.append(
+            f"| {m.system} | {m.kwargs['precision']} | {m.kwargs['batch']} | "
+            f"{_fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
+            f"{common.training_flops(shape, 128, 20) / 1e9:.0f} G | {_fmt(m.median('per_s'))} | {_spread(m)} | "
+            f"{_fmt(m.median('step_s'))} | {_fmt(m.median('optimizer_s'))} | "
+            f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
+    return lines + [""] + large_summary(large)
 
 
 def large_summary(large: Sequence[Measurement]) -> List[str]:
@@ -534,7 +698,7 @@ def data_note(run_data: bool, python: str) -> str:
     with open(path, encoding="utf-8") as f:
         text = f.read()
     rows = [l for l in text.splitlines()
-            if l.startswith("|") and ("instances/s" in l or "original tool" in l)]
+            if l.startswith("|") and ("instances/s" in l or "ratio" in l or "original" in l)]
     when = "measured in this run" if run_data else "cited from the last run of bench_pretraining_data.py"
     return (f"From `{DATA_RESULT}` ({when}; `--with_data` reruns it):\n\n| measure | median |\n|---|---|\n"
             + "\n".join(rows))
@@ -564,19 +728,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     python = sys.executable
 
     spm_path = common.spm_model(args.cache_dir)
-    sentences_file = os.path.join(args.cache_dir, "sentences.json")
-    if not os.path.exists(sentences_file):
-        with open(sentences_file + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(common.mixed_length_sentences(32), f, indent=0)
-        os.replace(sentences_file + ".tmp", sentences_file)
-    with open(sentences_file, encoding="utf-8") as f:
-        sentences = json.load(f)
-    finetune_file = os.path.join(args.cache_dir, f"finetune_sentences_{FINETUNE_POOL}.json")
-    if not os.path.exists(finetune_file):
-        with open(finetune_file + ".tmp", "w", encoding="utf-8") as f:
-            json.dump(common.mixed_length_sentences(FINETUNE_POOL, seed=1), f, indent=0)
-        os.replace(finetune_file + ".tmp", finetune_file)
-    measurements = plan(args.quick, spm_path, sentences, finetune_file, args.smoke)
+    pool_file = common.write_text_pool(os.path.join(args.cache_dir, f"text_pool_{TEXT_POOL}_b{TEXT_BATCH}.json"),
+                                       spm_path, TEXT_POOL, TEXT_BATCH)
+    measurements = plan(args.quick, spm_path, pool_file, args.smoke)
     if args.only:
         groups = set(args.only.split(","))
         measurements = [m for m in measurements if m.group in groups]

@@ -177,18 +177,149 @@ def mixed_length_sentences(count: int = 32, min_words: int = 5, max_words: int =
     """`count` real sentences whose word counts spread over min..max words.
 
     Whole prose sentences from the standard library's docstrings: a uniform
-    word-count target per sentence, and the unused sentence closest to it.
+    word-count target per sentence, and an unused sentence of the nearest
+    word count that is left (the shorter one on a tie).
     """
     pool = [s for s in _docstring_sentences(20000)
             if min_words <= len(s.split()) <= max_words and _is_prose(s)]
+    if count > len(pool):
+        raise ValueError(f"Asked for {count} sentences; the docstrings hold {len(pool)} of {min_words}-{max_words} "
+                         "words.")
     rng = random.Random(seed)
     rng.shuffle(pool)
+    by_words: Dict[int, List[str]] = {}
+    for s in pool:
+        by_words.setdefault(len(s.split()), []).append(s)
     chosen = []
     for _ in range(count):
         target = rng.randint(min_words, max_words)
-        best = min(range(len(pool)), key=lambda j: abs(len(pool[j].split()) - target))
-        chosen.append(pool.pop(best))
+        nearest = min((n for n in by_words if by_words[n]), key=lambda n: (abs(n - target), n))
+        chosen.append(by_words[nearest].pop())
     return chosen
+
+
+# ------------------------------------------------------ pools of batches
+# The text and fine-tuning groups draw their batches from one pool of real
+# sentences, written once by bench.run (`write_text_pool`) and read by every
+# worker, so every system gets exactly the same batches in the same order.
+# "grouped": batches of similar length, as Hugging Face's `group_by_length`
+# sampler makes them (each system's best normal use); "random": plain random
+# batches (the "same padding" comparison: every system pads each batch to
+# its longest row).
+GROUPED, RANDOM = "grouped", "random"
+# keras-hub's pre-packed batches: padded to the next multiple of this.
+BUCKET_STEP = 16
+
+
+def random_batches(n: int, batch: int, seed: int) -> List[List[int]]:
+    """Every full batch of a seeded permutation of range(n), in order.
+
+    >>> random_batches(4, 2, seed=0)
+    [[2, 0], [1, 3]]
+    """
+    order = np.random.default_rng(seed).permutation(n)
+    return [order[i:i + batch].tolist() for i in range(0, n - batch + 1, batch)]
+
+
+def length_grouped_batches(lengths: Sequence[int], batch: int, seed: int, mega: int = 50) -> List[List[int]]:
+    """Hugging Face's `group_by_length` sampler (`get_length_grouped_indices`):
+    a seeded permutation cut into mega-batches of `mega * batch`, each sorted
+    by length (longest first) and cut into batches; the batches are then put
+    in a seeded random order (the timed ones are a sample of all lengths).
+
+    >>> length_grouped_batches([5, 1, 4, 2], 2, seed=0, mega=2)
+    [[3, 1], [0, 2]]
+    """
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths)).tolist()
+    out: List[List[int]] = []
+    size = mega * batch
+    for start in range(0, len(order), size):
+        group = sorted(order[start:start + size], key=lambda i: -lengths[i])
+        out += [group[i:i + batch] for i in range(0, len(group) - batch + 1, batch)]
+    return [out[i] for i in rng.permutation(len(out))]
+
+
+def bucket_length(longest: int, step: int = BUCKET_STEP, cap: int = TEXT_MAX_SEQ_LENGTH) -> int:
+    """The padded length of a pre-packed bucket: `longest` rounded up to a multiple of step.
+
+    >>> bucket_length(17), bucket_length(32), bucket_length(127)
+    (32, 32, 128)
+    """
+    return min(cap, -(-longest // step) * step)
+
+
+def token_lengths(spm_path: str, sentences: Sequence[str]) -> List[int]:
+    """Pieces per sentence with [CLS] and [SEP] (the original's normalisation), capped at 128."""
+    import sentencepiece
+
+    from pipelines.tokenizer import preprocess_text_py
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm_path)
+    return [min(TEXT_MAX_SEQ_LENGTH, len(sp.encode(preprocess_text_py(s, True))) + 2) for s in sentences]
+
+
+def write_text_pool(path: str, spm_path: str, count: int, batch: int, seed: int = 1) -> str:
+    """The pool file: sentences, their token lengths and both batch orders (made once)."""
+    if os.path.exists(path):
+        return path
+    import json
+
+    sentences = mixed_length_sentences(count, seed=seed)
+    lengths = token_lengths(spm_path, sentences)
+    pool = {"sentences": sentences, "lengths": lengths, "batch": batch,
+            GROUPED: length_grouped_batches(lengths, batch, seed), RANDOM: random_batches(len(sentences), batch, seed)}
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(pool, f)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def read_text_pool(path: str, feed: str, warmup: int, steps: int):
+    """(sentences, warm-up batches, timed batches) of a pool file: the first
+    `warmup` batches of `feed`'s order, then the next `steps`."""
+    import json
+
+    with open(path, encoding="utf-8") as f:
+        pool = json.load(f)
+    if feed not in (GROUPED, RANDOM):
+        raise ValueError(f"feed must be {GROUPED!r} or {RANDOM!r}, got {feed!r}.")
+    batches = pool[feed]
+    if len(batches) < warmup + steps:
+        raise ValueError(f"{path} has {len(batches)} batches; {warmup} + {steps} asked.")
+    return pool["sentences"], batches[:warmup], batches[warmup:warmup + steps]
+
+
+def timed_pass(fn: Callable[[object], object], warm: Sequence[object], timed: Sequence[object]) -> List[float]:
+    """fn(batch) once per warm-up batch, untimed; then the seconds of each timed batch.
+
+    fn must return only when its work is done (read a result back).
+    """
+    for batch in warm:
+        fn(batch)
+    times = []
+    for batch in timed:
+        start = time.perf_counter()
+        fn(batch)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def text_pass_result(times: Sequence[float], masks: Sequence[np.ndarray]) -> Dict[str, float]:
+    """sentences/s of a timed pass, with padded and real tokens per sentence from
+    the timed batches' padding masks ([rows, padded length], 1 = real)."""
+    rows = sum(int(m.shape[0]) for m in masks)
+    result = pass_rate(rows, times)
+    result["padded_tokens"] = sum(int(np.size(m)) for m in masks) / rows
+    result["real_tokens"] = sum(float(np.sum(m)) for m in masks) / rows
+    result["padded_length"] = max(int(m.shape[1]) for m in masks)
+    return result
+
+
+def pass_rate(items: int, times: Sequence[float]) -> Dict[str, float]:
+    """items/s over a whole timed pass (batches of different lengths: not a median call)."""
+    return {"per_s": items / sum(times), "seconds": float(sum(times)), "n_timed": len(times),
+            "best_per_s": items / len(times) / min(times), "worst_per_s": items / len(times) / max(times)}
 
 
 def text_corpus(path: str, max_sentences: int = 60000) -> str:
@@ -232,3 +363,15 @@ def cpu_description() -> Dict[str, object]:
         pass
     wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
     return {"model": model, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+
+
+def has_amx(cpu: Dict[str, object]) -> bool:
+    """AMX for bfloat16 matmuls: both amx_bf16 and amx_tile in /proc/cpuinfo's flags."""
+    return {"amx_bf16", "amx_tile"} <= set(cpu.get("flags", ()))
+
+
+def cpu_line(cpu: Optional[Dict[str, object]] = None) -> str:
+    """The machine line every results file starts with: CPU model, cores, AMX."""
+    cpu = cpu or cpu_description()
+    return (f"CPU: {cpu['model']}, {cpu['cores']} cores; AMX: {'yes' if has_amx(cpu) else 'no'}; "
+            f"flags that matter: {', '.join(cpu['flags']) or 'none'}.")

@@ -1,23 +1,28 @@
 """Fine-tuning on real text: sentence classification (2 labels) through each
 system's own text path, training examples/s.
 
-Every system trains on the same pool of real sentences of 5-60 words
-(`common.mixed_length_sentences`) with the same random labels: `warmup`
-untimed batches of 32, then one timed pass over the pool (`steps` batches),
-so each system sees every sentence once and the figure is
-examples / seconds of the whole pass (not a median step: batch lengths
-differ). ALBERT-base shape with the text benchmarks' 8000-piece vocabulary,
-random weights; mixed bfloat16 (Keras `mixed_bfloat16`, `torch.autocast`).
+Every system trains on batches of one pool of thousands of real sentences of
+5-60 words (`common.write_text_pool`, the same file for every system) with
+the same seeded random labels: the pool's first `warmup` batches untimed,
+then the next `steps` batches timed as one pass; the figure is
+examples / seconds of the pass (batch lengths differ, so not a median step).
+Two batch orders (`common.read_text_pool`): "grouped" (batches of similar
+length, Hugging Face's `group_by_length` sampler: each system's best normal
+use) and "random" (the "same padding" comparison). ALBERT-base shape with the
+text benchmarks' 8000-piece vocabulary, random weights; mixed bfloat16
+(Keras `mixed_bfloat16`, `torch.autocast`).
 
-* ours, `feed="fit"`: `AlbertClassifier` with its in-graph preprocessor,
-  `albert_tf.optimizers.adamw`, plain `model.fit` on a tf.data dataset of
-  (strings, labels) in random batches (each padded to its longest);
+* ours, `feed="fit"`: `AlbertClassifier` with its in-graph preprocessor (pads
+  each batch to its longest row), `albert_tf.optimizers.adamw`, `model.fit`
+  on the pool's batches of `order`;
 * ours, `feed="finetune"`: the same model fed as albert-finetune feeds it
-  (`ClassificationTask.train_dataset`: batches of similar length);
-* keras-hub: `AlbertTextClassifier` with `AlbertTextClassifierPreprocessor`
-  (pads to sequence_length 128), Keras AdamW, `fit`;
+  (`ClassificationTask.train_dataset` over the whole pool: its own batches
+  of similar length);
+* keras-hub: `AlbertTextClassifier`, inputs from `AlbertTextClassifierPreprocessor`
+  in the tf.data pipeline, padded to the batch's bucket length (padding="bucket":
+  pre-packed batches) or to its longest row (padding="longest"); Keras AdamW, `fit`;
 * Hugging Face: `AlbertForSequenceClassification`, its AlbertTokenizer from
-  the same SentencePiece model (padding="longest"), torch AdamW.
+  the same SentencePiece model (padding="longest") in every step, torch AdamW.
 
 Each result carries the padded and real tokens per example and the training
 GFLOP per example at the padded lengths (`common.forward_flops` x 3), so the
@@ -26,7 +31,6 @@ gain of not computing on padding can be predicted from the batches alone.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Dict, List, Sequence, Tuple
@@ -48,22 +52,11 @@ SHAPES = {
 
 
 # ------------------------------------------------------------------- data
-def pool(sentences_file: str, batch: int, steps: int) -> Tuple[List[str], np.ndarray]:
-    """The first batch * steps sentences of the file and their seeded 0/1 labels."""
-    with open(sentences_file, encoding="utf-8") as f:
-        sentences = json.load(f)
-    need = batch * steps
-    if len(sentences) < need:
-        raise ValueError(f"{sentences_file} has {len(sentences)} sentences; {batch} x {steps} steps need {need}.")
-    labels = np.random.default_rng(0).integers(0, NUM_CLASSES, size=need).astype("int32")
-    return sentences[:need], labels
-
-
-def random_batches(n: int, batch: int, seed: int, count: int) -> List[np.ndarray]:
-    """`count` batches of indices from a seeded permutation of range(n) (repeated as needed)."""
-    rng = np.random.default_rng(seed)
-    order = np.concatenate([rng.permutation(n) for _ in range(-(-count * batch // n))])
-    return [order[i * batch:(i + 1) * batch] for i in range(count)]
+def pool(pool_file: str, order: str, warmup: int, steps: int):
+    """(sentences, seeded 0/1 labels of the whole pool, warm-up batches, timed batches)."""
+    sentences, warm, timed = common.read_text_pool(pool_file, order, warmup, steps)
+    labels = np.random.default_rng(0).integers(0, NUM_CLASSES, size=len(sentences)).astype("int32")
+    return sentences, labels, [np.asarray(b) for b in warm], [np.asarray(b) for b in timed]
 
 
 def batch_costs(shape: Dict[str, int], batches: Sequence[Sequence[int]]) -> Dict[str, float]:
@@ -113,8 +106,8 @@ def _keras_pass_seconds(model, dataset, warmup: int, steps: int) -> Tuple[float,
     return wall_end - wall_begin, cpu_end - cpu_begin
 
 
-def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
-         feed: str = "fit", shape: str = "base") -> Dict[str, float]:
+def ours(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
+         feed: str = "fit", order: str = common.RANDOM, shape: str = "base") -> Dict[str, float]:
     """albert-tf's AlbertClassifier (strings in) trained by `fit`; see the module docstring."""
     import tensorflow as tf
 
@@ -123,7 +116,7 @@ def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup:
     from albert_tf.tasks.base import TaskOptions
     from albert_tf.tasks.classification import ClassificationData, CsvTask, packed_lengths
 
-    texts, labels = pool(sentences_file, batch, steps)
+    texts, labels, warm, timed = pool(pool_file, order, warmup, steps)
     dims = SHAPES[shape]
     preprocessor = albert_tf.AlbertTextPreprocessor(spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
     config = albert_tf.AlbertConfig(**dict(dims, vocab_size=preprocessor.vocab_size))
@@ -135,18 +128,12 @@ def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup:
     lengths = packed_lengths(data, options)
     if feed == "fit":
         strings = tf.constant(texts)
-
-        def batches(index_batches):
-            idx = tf.ragged.constant([b.tolist() for b in index_batches]).to_tensor()
-            return tf.data.Dataset.from_tensor_slices(idx).map(
-                lambda i: (tf.gather(strings, i), tf.gather(labels, i)))
-
-        timed = random_batches(len(texts), batch, seed=0, count=steps)
-        dataset = batches(random_batches(len(texts), batch, seed=1, count=warmup)).concatenate(batches(timed))
+        idx = tf.constant(np.stack(warm + timed))
+        dataset = tf.data.Dataset.from_tensor_slices(idx).map(lambda i: (tf.gather(strings, i), tf.gather(labels, i)))
         timed_lengths = [lengths[b].tolist() for b in timed]
     elif feed == "finetune":
         task = CsvTask("csv", options)
-        # Warm-up batches from another seed; then exactly the first pass of seed 0.
+        # Warm-up batches from another seed; then exactly the first batches of seed 0.
         dataset = task.train_dataset(data, batch, seed=1).take(warmup).concatenate(
             task.train_dataset(data, batch, seed=0).take(steps))
         index = {t: i for i, t in enumerate(texts)}
@@ -155,18 +142,22 @@ def ours(precision: str, spm_path: str, sentences_file: str, batch: int, warmup:
     else:
         raise ValueError(f"feed must be 'fit' or 'finetune', got {feed!r}.")
     seconds, cpu_seconds = _keras_pass_seconds(model, dataset.prefetch(2), warmup, steps)
-    return _result(batch * steps, seconds, dims, timed_lengths, cpu_seconds)
+    return _result(sum(len(b) for b in timed_lengths), seconds, dims, timed_lengths, cpu_seconds)
 
 
 # -------------------------------------------------------------- keras-hub
-def kerashub(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
-             shape: str = "base") -> Dict[str, float]:
-    """keras-hub's AlbertTextClassifier + AlbertTextClassifierPreprocessor (sequence_length 128), `fit`."""
+def kerashub(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
+             order: str = common.GROUPED, padding: str = "bucket", shape: str = "base") -> Dict[str, float]:
+    """keras-hub's AlbertTextClassifier trained by `fit` on inputs its
+    AlbertTextClassifierPreprocessor makes in the tf.data pipeline, each batch padded
+    to its bucket's length (padding="bucket") or to its longest row ("longest")."""
     import keras
     import keras_hub
     import tensorflow as tf
 
-    texts, labels = pool(sentences_file, batch, steps)
+    from bench.systems import kerashub as kh
+
+    texts, labels, warm, timed = pool(pool_file, order, warmup, steps)
     dims = SHAPES[shape]
     tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_path)
     preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
@@ -177,31 +168,32 @@ def kerashub(precision: str, spm_path: str, sentences_file: str, batch: int, war
         hidden_dim=dims["hidden_size"], intermediate_dim=dims["intermediate_size"], num_groups=1,
         num_inner_repetitions=1, dropout=0.0, max_sequence_length=dims["max_position_embeddings"],
         num_segments=dims["type_vocab_size"], dtype={"float32": "float32", "bfloat16": "mixed_bfloat16"}[precision])
-    model = keras_hub.models.AlbertTextClassifier(backbone, NUM_CLASSES, preprocessor=preprocessor)
+    model = keras_hub.models.AlbertTextClassifier(backbone, NUM_CLASSES, preprocessor=None)
     model.compile(optimizer=keras.optimizers.AdamW(LEARNING_RATE, weight_decay=0.01, global_clipnorm=1.0),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    order = random_batches(len(texts), batch, seed=1, count=warmup) + random_batches(
-        len(texts), batch, seed=0, count=steps)
-    idx = np.concatenate(order)
-    dataset = tf.data.Dataset.from_tensor_slices((tf.constant([texts[i] for i in idx]), labels[idx])).batch(batch)
-    seconds, cpu_seconds = _keras_pass_seconds(model, dataset, warmup, steps)
-    padded = [[common.TEXT_MAX_SEQ_LENGTH] * batch for _ in range(steps)]
-    result = _result(batch * steps, seconds, dims, padded, cpu_seconds)
-    real = preprocessor(tf.constant(texts))["padding_mask"].numpy().sum(axis=1)
-    result["real_tokens"] = float(real.mean())
+    padded = kh.batch_lengths(preprocessor, texts, warm + timed, padding)
+    strings = tf.constant(texts)
+    dataset = tf.data.Dataset.from_tensor_slices((tf.constant(np.stack(warm + timed)), tf.constant(padded))).map(
+        lambda i, n: (kh._padded_to(preprocessor, tf.gather(strings, i), n), tf.gather(labels, i)))
+    seconds, cpu_seconds = _keras_pass_seconds(model, dataset.prefetch(2), warmup, steps)
+    real = preprocessor(strings)["padding_mask"].numpy().sum(axis=1)
+    # Costs at the padded lengths, from each batch's padded length (all rows at it).
+    result = _result(sum(len(b) for b in timed), seconds, dims,
+                     [[n] * len(b) for b, n in zip(timed, padded[len(warm):])], cpu_seconds)
+    result["real_tokens"] = float(sum(real[b].sum() for b in timed)) / sum(len(b) for b in timed)
     return result
 
 
 # ---------------------------------------------------------- Hugging Face
-def hf(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: int, steps: int,
-       shape: str = "base") -> Dict[str, float]:
+def hf(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
+       order: str = common.GROUPED, shape: str = "base") -> Dict[str, float]:
     """AlbertForSequenceClassification, AlbertTokenizer (padding="longest") each step, torch AdamW."""
     import torch
     import transformers
 
     from bench.systems import hf as hf_common
 
-    texts, labels = pool(sentences_file, batch, steps)
+    texts, labels, warm, timed = pool(pool_file, order, warmup, steps)
     dims = SHAPES[shape]
     torch.manual_seed(0)
     tokenizer = hf_common._tokenizer(spm_path)
@@ -228,12 +220,12 @@ def hf(precision: str, spm_path: str, sentences_file: str, batch: int, warmup: i
         opt.zero_grad(set_to_none=True)
         return float(loss.detach())
 
-    for index in random_batches(len(texts), batch, seed=1, count=warmup):
+    for index in warm:
         step(index)
-    timed = random_batches(len(texts), batch, seed=0, count=steps)
     start, cpu_start = time.perf_counter(), time.process_time()
     for index in timed:
         step(index)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     mask = tokenizer(texts, truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)["input_ids"]
-    return _result(batch * steps, seconds, dims, [[len(mask[i]) for i in b] for b in timed], cpu_seconds)
+    return _result(sum(len(b) for b in timed), seconds, dims, [[len(mask[i]) for i in b] for b in timed],
+                   cpu_seconds)

@@ -1,4 +1,5 @@
-"""Hugging Face transformers on PyTorch: AlbertForPreTraining, AlbertModel and
+"""Hugging Face transformers on PyTorch: AlbertForPreTraining's weights (MLM head
+on the masked positions only, as ours), AlbertModel and
 its text path (AlbertTokenizer, the Rust tokenizer, from the SentencePiece model, padding to
 the batch's longest).
 
@@ -42,8 +43,46 @@ def _seed():
     torch.manual_seed(0)
 
 
-def train(precision: str, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
-    """AlbertForPreTraining: MLM (labels -100 except at the masked positions) + SOP."""
+def masked_pretraining_loss(model, inputs):
+    """MLM + SOP loss of `transformers.AlbertForPreTraining` computed as ours is:
+    the encoder on every position, the MLM head (`model.predictions`) on the
+    gathered masked positions only, and the SOP head on the pooled output.
+
+    inputs: input_ids, attention_mask, token_type_ids, masked_lm_positions,
+    masked_lm_ids (long), masked_lm_weights (float), sentence_order_label.
+    MLM loss: the weighted mean of the per-position cross-entropy.
+    """
+    import torch
+
+    out = model.albert(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                       token_type_ids=inputs["token_type_ids"])
+    positions = inputs["masked_lm_positions"]
+    rows = torch.arange(positions.shape[0], device=positions.device)[:, None]
+    logits = model.predictions(out.last_hidden_state[rows, positions])  # [B, P, V]
+    nll = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), inputs["masked_lm_ids"].flatten(),
+                                            reduction="none")
+    weights = inputs["masked_lm_weights"].flatten()
+    mlm = (nll * weights).sum() / weights.sum().clamp_min(1e-5)
+    sop = torch.nn.functional.cross_entropy(model.sop_classifier(out.pooler_output).float(),
+                                            inputs["sentence_order_label"])
+    return mlm + sop
+
+
+def pretraining_inputs(ex) -> Dict[str, object]:
+    """`common.synthetic_pretraining_batch` as torch tensors for masked_pretraining_loss."""
+    import torch
+
+    long = lambda k: torch.from_numpy(ex[k]).long()  # noqa: E731
+    return dict(input_ids=long("input_ids"), attention_mask=long("input_mask"), token_type_ids=long("segment_ids"),
+                masked_lm_positions=long("masked_lm_positions"), masked_lm_ids=long("masked_lm_ids"),
+                masked_lm_weights=torch.from_numpy(ex["masked_lm_weights"]).float(),
+                sentence_order_label=long("next_sentence_labels"))
+
+
+def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile: bool = False) -> Dict[str, float]:
+    """AlbertForPreTraining's weights, MLM head on the masked positions only + SOP
+    (`masked_pretraining_loss`: the same work as ours); with compile, the loss
+    function through `torch.compile` (inductor on CPU)."""
     import torch
     import transformers
 
@@ -51,27 +90,28 @@ def train(precision: str, batch: int, seq: int, warmup: int, steps: int) -> Dict
     model = transformers.AlbertForPreTraining(_config())
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
-    ex = common.synthetic_pretraining_batch(batch, seq, common.PREDICTIONS_PER_SEQ,
-                                            common.ALBERT_BASE["vocab_size"])
-    labels = torch.full((batch, seq), -100, dtype=torch.long)
-    rows = torch.arange(batch)[:, None]
-    labels[rows, torch.from_numpy(ex["masked_lm_positions"]).long()] = torch.from_numpy(
-        ex["masked_lm_ids"]).long()
-    inputs = dict(input_ids=torch.from_numpy(ex["input_ids"]).long(),
-                  attention_mask=torch.from_numpy(ex["input_mask"]).long(),
-                  token_type_ids=torch.from_numpy(ex["segment_ids"]).long(), labels=labels,
-                  sentence_order_label=torch.from_numpy(ex["next_sentence_labels"]).long())
+    inputs = pretraining_inputs(common.synthetic_pretraining_batch(
+        batch, seq, common.PREDICTIONS_PER_SEQ, common.ALBERT_BASE["vocab_size"]))
+    loss_fn = masked_pretraining_loss
+    if compile:
+        loss_fn = torch.compile(masked_pretraining_loss)
 
     def step():
         with _autocast(precision):
-            loss = model(**inputs).loss
+            loss = loss_fn(model, inputs)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return float(loss)
 
-    times = common.timed_calls(step, warmup, steps)
+    try:
+        times = common.timed_calls(step, warmup, steps)
+    except Exception as e:  # noqa: BLE001 - the row shows why torch.compile failed
+        if not compile:
+            raise
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise RuntimeError(f"torch.compile failed: {type(e).__name__}: {first[:200]}") from e
     return common.per_second(batch, times)
 
 
@@ -115,24 +155,47 @@ def _tokenizer(spm_path: str):
     return tokenizer
 
 
-def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int) -> Dict[str, float]:
-    """HF's AlbertTokenizer (dynamic padding, truncation at 128) + AlbertModel."""
+def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int) -> Dict[str, float]:
+    """HF's AlbertTokenizer (padding to each batch's longest, truncation at 128) +
+    AlbertModel over `steps` batches of the pool (tokenizing inside the timed call)."""
     import torch
     import transformers
 
     _seed()
     tokenizer = _tokenizer(spm_path)
     model = transformers.AlbertModel(_config(vocab_size=len(tokenizer))).eval()
+    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
 
-    def forward():
-        enc = tokenizer(sentences, padding="longest", truncation=True,
-                        max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")
+    def encode(batch):
+        return tokenizer([sentences[i] for i in batch], padding="longest", truncation=True,
+                         max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")
+
+    def forward(batch):
+        enc = encode(batch)
         with torch.inference_mode(), _autocast(precision):
             return model(**enc).pooler_output.float().numpy()
 
-    padded = tokenizer(sentences, padding="longest", truncation=True,
-                       max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")["input_ids"].shape[1]
-    times = common.timed_calls(forward, warmup, steps)
-    result = common.per_second(len(sentences), times)
-    result["padded_length"] = int(padded)
-    return result
+    times = common.timed_pass(forward, warm, timed)
+    return common.text_pass_result(times, [encode(b)["attention_mask"].numpy() for b in timed])
+
+
+def onnx_text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
+              hint: str = "THROUGHPUT") -> Dict[str, float]:
+    """The same text path as `text` (HF's AlbertTokenizer, padding to each batch's
+    longest, inside the timed call), with AlbertModel exported to ONNX and run by
+    OpenVINO or ONNX Runtime (`onnx_runtimes.make_runner`), over the pool's batches."""
+    import numpy as np
+
+    from bench.systems import onnx_runtimes
+
+    tokenizer = _tokenizer(spm_path)
+    run, info = onnx_runtimes.make_runner(runtime, precision, _config(vocab_size=len(tokenizer)), hint=hint)
+    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
+
+    def encode(batch):
+        enc = tokenizer([sentences[i] for i in batch], padding="longest", truncation=True,
+                        max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="np")
+        return {name: enc[name].astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+
+    times = common.timed_pass(lambda batch: run(encode(batch)), warm, timed)
+    return dict(common.text_pass_result(times, [encode(b)["attention_mask"] for b in timed]), **info)

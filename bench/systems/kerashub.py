@@ -13,6 +13,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 from typing import Dict, List  # noqa: E402
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench.systems import common  # noqa: E402
@@ -69,23 +70,43 @@ def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: i
     return common.per_second(batch, times)
 
 
-def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int) -> Dict[str, float]:
-    """keras-hub's own text path: AlbertTokenizer + AlbertTextClassifierPreprocessor
-    (which pads to its sequence_length) + the backbone."""
+def _padded_to(preprocessor, texts, length):
+    """keras-hub's packed inputs for `texts`, padded to `length` (>= every row's
+    length): packed at 128, then cut, which equals packing at `length`."""
+    return {k: v[:, :length] for k, v in preprocessor(texts).items()}
+
+
+def batch_lengths(preprocessor, sentences, batches, padding: str) -> List[int]:
+    """Each batch's padded length: its longest row ("longest") or that rounded up
+    to a bucket boundary ("bucket", `common.bucket_length`)."""
+    real = preprocessor(tf.constant(sentences))["padding_mask"].numpy().sum(axis=1)
+    if padding not in ("longest", "bucket"):
+        raise ValueError(f"padding must be 'longest' or 'bucket', got {padding!r}.")
+    longest = [int(real[b].max()) for b in batches]
+    return longest if padding == "longest" else [common.bucket_length(n) for n in longest]
+
+
+def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
+         padding: str = "bucket") -> Dict[str, float]:
+    """keras-hub's text path: AlbertTokenizer + AlbertTextClassifierPreprocessor + the
+    backbone, each batch padded to its bucket's length (padding="bucket", pre-packed
+    batches) or to its longest row (padding="longest")."""
     import keras_hub
 
     tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_path)
     preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
         tokenizer, sequence_length=common.TEXT_MAX_SEQ_LENGTH)
     backbone = _backbone(precision, vocab_size=tokenizer.vocabulary_size())
-    batch = tf.constant(sentences)
+    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
+    lengths = batch_lengths(preprocessor, sentences, warm + timed, padding)
 
     @tf.function
-    def forward(texts):
-        return backbone(preprocessor(texts), training=False)["pooled_output"]
+    def forward(texts, length):
+        return backbone(_padded_to(preprocessor, texts, length), training=False)["pooled_output"]
 
-    padded = preprocessor(batch)["token_ids"].shape[1]
-    times = common.timed_calls(lambda: forward(batch).numpy(), warmup, steps)
-    result = common.per_second(len(sentences), times)
-    result["padded_length"] = int(padded)
-    return result
+    calls = [(tf.constant([sentences[i] for i in b]), tf.constant(n)) for b, n in zip(warm + timed, lengths)]
+    times = common.timed_pass(lambda call: forward(*call).numpy(), calls[:len(warm)], calls[len(warm):])
+    real = preprocessor(tf.constant(sentences))["padding_mask"].numpy().sum(axis=1)
+    # Masks at the padded length of each batch: real tokens first, then padding.
+    masks = [np.arange(n)[None, :] < real[b][:, None] for b, n in zip(timed, lengths[len(warm):])]
+    return common.text_pass_result(times, masks)

@@ -15,10 +15,12 @@ import tensorflow as tf
 from bench.systems import common
 
 
-def _config(preset: str, vocab_size: int = None):
+def _config(preset: str, vocab_size: int = None, dropout: float = None):
     import albert_tf
 
     overrides = {"vocab_size": vocab_size} if vocab_size else {}
+    if dropout is not None:
+        overrides.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     return albert_tf.AlbertConfig.from_preset(preset, **overrides)
 
 
@@ -30,7 +32,7 @@ def _optimization(batch: int):
 
 
 def train_step(preset: str, precision: str, xla: bool, batch: int, seq: int, warmup: int,
-               steps: int, optimizer_alone: bool = False) -> Dict[str, float]:
+               steps: int, optimizer_alone: bool = False, dropout: float = None) -> Dict[str, float]:
     """albert-pretrain's step (`albert_tf.training.step.build_train_step`).
 
     The same TrainState (model, LAMB with clipping, schedule) and distributed
@@ -38,13 +40,14 @@ def train_step(preset: str, precision: str, xla: bool, batch: int, seq: int, war
     logging, which happen every few thousand steps, are left out.
     With optimizer_alone, also times the LAMB update on its own (zero
     gradients, the same memory traffic), to split the step into arithmetic
-    (forward + backward) and the parameter-proportional update.
+    (forward + backward) and the parameter-proportional update. dropout
+    (when given) replaces the preset's dropout rates.
     """
     from albert_tf import runtime
     from albert_tf.training.state import TrainState
     from albert_tf.training.step import build_train_step, distributed_train_iterator
 
-    config = _config(preset)
+    config = _config(preset, dropout=dropout)
     strategy = tf.distribute.get_strategy()
     examples = common.synthetic_pretraining_batch(batch, seq, common.PREDICTIONS_PER_SEQ,
                                                   config.vocab_size)
@@ -143,41 +146,46 @@ def _text_classifier(precision: str, spm_path: str):
         dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
 
 
-def text(precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
-         one_padded_batch: bool = False) -> Dict[str, float]:
-    """Raw strings through the task model (in-graph preprocessor + encoder + head).
+def _pool_tensors(pool_file: str, feed: str, warmup: int, steps: int):
+    """The pool's warm-up and timed batches as string tensors."""
+    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
+    as_tensor = lambda batch: tf.constant([sentences[i] for i in batch])  # noqa: E731
+    return [as_tensor(b) for b in warm], [as_tensor(b) for b in timed]
 
-    The classifier's default runs the encoder in length buckets; with
-    one_padded_batch the whole batch runs padded to its longest row.
+
+def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
+         one_padded_batch: bool = False) -> Dict[str, float]:
+    """Raw strings through the task model (in-graph preprocessor + encoder + head),
+    over `steps` batches of the pool (`common.read_text_pool`).
+
+    The classifier's default runs the encoder in length buckets of rows; with
+    one_padded_batch each batch runs padded to its longest row.
     """
     model = _text_classifier(precision, spm_path)
     if one_padded_batch:
         model.inference_rows_per_bucket = None
-    batch = tf.constant(sentences)
+    warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     forward = tf.function(lambda t: model(t, training=False))
-    lengths = model.preprocessor(batch)["input_ids"].shape[1]
-    times = common.timed_calls(lambda: forward(batch).numpy(), warmup, steps)
-    result = common.per_second(len(sentences), times)
-    result["padded_length"] = int(lengths)
-    return result
+    times = common.timed_pass(lambda b: forward(b).numpy(), warm, timed)
+    return common.text_pass_result(times, [model.preprocessor(b)["input_mask"].numpy() for b in timed])
 
 
-def saved_model_text(precision: str, spm_path: str, sentences: List[str], warmup: int,
+def saved_model_text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int,
                      steps: int) -> Dict[str, float]:
     """Raw strings through the SavedModel `albert_tf.export_saved_model` writes:
-    a batch of all sentences, then single-sentence requests (latency)."""
+    the pool's batches, then single-sentence requests (latency)."""
     import albert_tf
 
     model = _text_classifier(precision, spm_path)
+    warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     with tempfile.TemporaryDirectory() as export_dir:
         path = albert_tf.export_saved_model(model, export_dir)
         del model
         loaded = tf.saved_model.load(path)
         serve = loaded.signatures["serving_default"]
-        batch = tf.constant(sentences)
-        times = common.timed_calls(lambda: serve(text=batch)["probabilities"].numpy(), warmup, steps)
-        result = common.per_second(len(sentences), times)
-        singles = [tf.constant([s]) for s in sentences]
+        times = common.timed_pass(lambda b: serve(text=b)["probabilities"].numpy(), warm, timed)
+        result = common.pass_rate(sum(int(b.shape[0]) for b in timed), times)
+        singles = [tf.reshape(s, [1]) for s in tf.unstack(timed[0])]
         for s in singles[:3]:
             serve(text=s)["probabilities"].numpy()
         latencies = []

@@ -73,18 +73,54 @@ def test_prose_filter():
 
 
 def test_plans_cover_every_measure_and_keys_are_unique():
-    quick = run.plan(True, "sp.model", ["a b c."])
-    full = run.plan(False, "sp.model", ["a b c."])
+    quick = run.plan(True, "sp.model", "pool.json")
+    full = run.plan(False, "sp.model", "pool.json")
     for p in (quick, full):
         assert len({m.key for m in p}) == len(p)
         assert {m.group for m in p} == {"matmul", "train", "infer", "text", "finetune", "large"}
         assert {m.system for m in p if m.group == "train"} == {
-            "albert-tf step", "albert-tf fit", "keras-hub fit", "Hugging Face"}
+            "albert-tf step", "albert-tf fit", "keras-hub fit", "Hugging Face", run.HF_COMPILED}
+        assert {m.system for m in p if m.group == "text"} >= {run.OPENVINO, run.ONNXRUNTIME}
     assert len(quick) < len(full)
     assert {m.kwargs["seq"] for m in full if m.group == "train"} == {128, 512}
     assert {m.kwargs["batch"] for m in full if m.group == "infer"} == {1, 8, 32}
     assert {(m.kwargs["precision"], m.kwargs["xla"]) for m in full if m.system == "albert-tf step"} == {
         ("float32", False), ("float32", True), ("bfloat16", False), ("bfloat16", True)}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_training_figure_times_at_least_20_steps(quick):
+    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.group in ("train", "large")]
+    assert rows and min(m.kwargs["steps"] for m in rows) >= 20
+
+
+def test_large_models_train_with_the_same_dropout():
+    for quick in (True, False):
+        large = run._large(quick, 4)
+        assert {m.system for m in large} == {"albert_large_v2", "bert_large"}
+        assert {m.kwargs["dropout"] for m in large} == {0.0}
+
+
+def test_hugging_face_training_rows_run_the_masked_position_loss_eager_and_compiled():
+    rows = [m for m in run.plan(False, "sp.model", "pool.json") if m.system.startswith("Hugging Face")
+            and m.group == "train"]
+    assert {(m.system, m.kwargs["compile"]) for m in rows} == {("Hugging Face", False), (run.HF_COMPILED, True)}
+    assert all(m.module == "hf" and m.function == "train" for m in rows)
+
+
+def test_onnx_rows_skip_with_a_note_when_the_runtime_is_missing(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("openvino", "onnxruntime") else real(name, *a))
+    rows = [m for m in run.plan(True, "sp.model", "pool.json") if m.module == "onnx_runtimes"
+            or m.function == "onnx_text"]
+    assert rows and all(m.skip.startswith("not installed: ") for m in rows)
+    ran = []
+    run.run_all(rows[:2], reps=2, timeout=1, python="no-such-python", log=ran.append)
+    assert not rows[0].runs and not rows[0].errors and len(ran) == 2 and "skipped" in ran[0]
+    assert run._spread(rows[0]) == rows[0].skip
 
 
 def test_worker_round_trip_and_errors():
@@ -120,3 +156,18 @@ def test_tables_show_medians_mfu_and_ratios():
     assert f"| 4.00 | 3.00, 4.00, 5.00 | {100 * 4.0 * flops / 1e9 / 400:.0f}% |" in text
     assert "**2.00x**" in text  # 4.0 / 2.0
     assert "Test CPU" in text and "AMX: no" in text and "avx512_bf16: yes" in text
+    header["cpu"]["flags"] += ["amx_bf16", "amx_tile"]
+    assert "AMX: yes" in run.render([matmul], header)
+
+
+def test_mfu_limit_is_the_better_of_tensorflow_and_openvino_not_torch():
+    tf_rates = run.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates", {"precision": "bfloat16"})
+    tf_rates.runs = [{"tf 4096x4096x4096": 400.0, "xla 4096x4096x4096": 200.0, "wall_s": 9.0}]
+    ov = run.Measurement("matmul", "openvino", "onnx_runtimes", "matmul", {"precision": "bfloat16"})
+    ov.runs = [{"openvino 4096x4096x4096": 450.0}, {"openvino 4096x4096x4096": 500.0}]
+    torch_rates = run.Measurement("matmul", "torch", "matmul", "torch_rates", {"precision": "bfloat16"})
+    torch_rates.runs = [{"torch 4096x4096x4096": 900.0}]
+    assert run.matmul_limits([tf_rates, torch_rates]) == {"bfloat16": 400.0}
+    assert run.matmul_limits([tf_rates, ov, torch_rates]) == {"bfloat16": 500.0}
+    table = "\n".join(run.matmul_section([tf_rates, ov, torch_rates], run.matmul_limits([tf_rates, ov])))
+    assert "| openvino (openvino) | bfloat16 | 500 |" in table and "| torch (torch) | bfloat16 | 900 |" in table
