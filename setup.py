@@ -32,7 +32,14 @@ setuptools.setup(
         # torch==2.13.0: the CPU build pip finds on this project's machines; an
         # unpinned torch pulls a multi-GB CUDA build. keras-hub/transformers:
         # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).
-        "bench": ["keras-hub>=0.32,<0.33", "torch==2.13.0", "transformers>=5.24,<5.25"],
+        # OpenVINO and ONNX Runtime run Hugging Face's model exported with
+        # torch.onnx.export (which needs onnx and onnxscript); none changes
+        # the protobuf that tensorflow 2.21 uses.
+        "bench": ["keras-hub>=0.32,<0.33", "torch==2.13.0", "transformers>=5.24,<5.25",
+                  "openvino>=2026.4,<2026.5", "onnxruntime>=1.31,<1.33", "onnx>=1.20,<1.24",
+                  "onnxscript>=0.7,<0.8"],
+        # albert-export --format=openvino (an OpenVINO IR for OpenVINO Model Server).
+        "openvino": ["openvino>=2026.4,<2026.5", "openvino-tokenizers>=2026.4,<2026.5"],
     },
     entry_points={
         "console_scripts": [

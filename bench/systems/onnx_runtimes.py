@@ -1,0 +1,269 @@
+"""OpenVINO and ONNX Runtime as CPU-serving peers, each running Hugging Face's
+AlbertModel exported to ONNX.
+
+The model is `transformers.AlbertModel` with random weights (seed 0, the
+configuration of `hf._config`), exported once per configuration with
+`torch.onnx.export` (torch's default exporter, opset 17, dynamic batch and
+sequence axes) and cached as a file keyed by the configuration, the torch
+version and the opset. Each runtime then runs that file with its defaults:
+
+- OpenVINO: `core.compile_model(model, "CPU", {PERFORMANCE_HINT,
+  INFERENCE_PRECISION_HINT})` with bf16 or f32 inference precision. The hint
+  is LATENCY by default: the benchmark sends one synchronous batch at a time,
+  and THROUGHPUT splits the cores into streams of which one request uses only
+  one (see `DEFAULT_HINT`).
+- ONNX Runtime: an `InferenceSession` with default options on float32, and
+  "int8": `onnxruntime.quantization.quantize_dynamic` of the same file
+  (int8 weights, activations quantized per call).
+
+Every timed function first compares the runtime's outputs with Hugging Face
+torch's float32 outputs on the same inputs (`check_outputs`) and returns the
+largest difference as "max_diff_vs_hf".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+from bench.systems import common, hf
+
+RUNTIMES = ("openvino", "onnxruntime")
+PRECISIONS = {"openvino": ("float32", "bfloat16"), "onnxruntime": ("float32", "int8")}
+OPSET = 17
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+OUTPUTS = ("last_hidden_state", "pooler_output")
+# One synchronous batch at a time: LATENCY gives that request every core;
+# THROUGHPUT makes one stream per core (or pair) and a lone request uses one.
+DEFAULT_HINT = "LATENCY"
+# bfloat16 keeps 8 significant bits (2**-8 = 0.4% per rounding) and the
+# encoder rounds at every matmul input of 12 layers. Hugging Face's own
+# bfloat16 (torch.autocast) differs from its float32 by 1.3% (sequence output)
+# and 2.0% (pooled output) of the output's largest magnitude on ALBERT-base
+# (4 x 32 padded batch; `check_outputs` reports it as "hf_bf16_max_diff").
+# A runtime is "within bf16 tolerance" at 3% of each output's scale.
+BF16_RELATIVE_TOLERANCE = 3e-2
+
+Runner = Callable[[Dict[str, np.ndarray]], Tuple[np.ndarray, np.ndarray]]
+
+
+def _check_runtime(runtime: str, precision: str) -> None:
+    if runtime not in PRECISIONS:
+        raise ValueError(f"runtime must be one of {RUNTIMES}, got {runtime!r}.")
+    if precision not in PRECISIONS[runtime]:
+        raise ValueError(f"{runtime} precision must be one of {PRECISIONS[runtime]}, got {precision!r}.")
+
+
+def _cache_dir(cache_dir: Optional[str]) -> str:
+    folder = cache_dir or os.path.join(tempfile.gettempdir(), "albert-tf-bench", "onnx")
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def _torch_model(config):
+    import transformers
+
+    hf._seed()
+    return transformers.AlbertModel(config).eval()
+
+
+def export_onnx(config=None, cache_dir: Optional[str] = None) -> str:
+    """The ONNX file of AlbertModel(config) with seed-0 weights (exported once, then cached)."""
+    import torch
+
+    config = config if config is not None else hf._config()
+    key = hashlib.sha256(f"{config.to_json_string()} torch {torch.__version__} opset {OPSET}".encode())
+    path = os.path.join(_cache_dir(cache_dir), f"albert-{key.hexdigest()[:16]}.onnx")
+    if os.path.exists(path):
+        return path
+    model = _torch_model(config)
+    example = _feeds(common.synthetic_pretraining_batch(2, 16, 1, config.vocab_size))
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(torch.from_numpy(example[n]) for n in INPUTS), tmp,
+                          input_names=list(INPUTS), output_names=list(OUTPUTS), opset_version=OPSET, verbose=False,
+                          dynamic_shapes={n: {0: batch, 1: seq} for n in INPUTS}, external_data=False)
+    os.replace(tmp, path)
+    return path
+
+
+def _quantized(path: str) -> str:
+    """quantize_dynamic(path) beside it (int8 weights; cached)."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    out = path[:-len(".onnx")] + "-int8.onnx"
+    if not os.path.exists(out):
+        tmp = f"{out}.{os.getpid()}.tmp.onnx"
+        quantize_dynamic(path, tmp)
+        os.replace(tmp, out)
+    return out
+
+
+def _feeds(ex: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """The TFRecord contract's names -> the ONNX model's int64 inputs."""
+    return {"input_ids": ex["input_ids"].astype(np.int64), "attention_mask": ex["input_mask"].astype(np.int64),
+            "token_type_ids": ex["segment_ids"].astype(np.int64)}
+
+
+def _openvino_runner(path: str, precision: str, hint: str) -> Tuple[Runner, Dict[str, object]]:
+    import openvino as ov
+
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(path), "CPU", {
+        "PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32"})
+    request = compiled.create_infer_request()
+    outputs = [compiled.output(name) for name in OUTPUTS]
+
+    def run(feeds):
+        result = request.infer(feeds)
+        return result[outputs[0]], result[outputs[1]]
+
+    info = {"performance_hint": hint,
+            "inference_precision": compiled.get_property("INFERENCE_PRECISION_HINT").to_string(),
+            "streams": int(compiled.get_property("NUM_STREAMS")),
+            "threads": int(compiled.get_property("INFERENCE_NUM_THREADS"))}
+    return run, info
+
+
+def _onnxruntime_runner(path: str, precision: str) -> Tuple[Runner, Dict[str, object]]:
+    import onnxruntime as ort
+
+    model_path = _quantized(path) if precision == "int8" else path
+    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+
+    def run(feeds):
+        sequence, pooled = session.run(list(OUTPUTS), feeds)
+        return sequence, pooled
+
+    return run, {"providers": ",".join(session.get_providers())}
+
+
+def make_runner(runtime: str, precision: str, config=None, hint: str = DEFAULT_HINT,
+                cache_dir: Optional[str] = None) -> Tuple[Runner, Dict[str, object]]:
+    """(run(feeds) -> (sequence_output, pooled_output), settings) for one runtime and precision."""
+    _check_runtime(runtime, precision)
+    path = export_onnx(config, cache_dir)
+    if runtime == "openvino":
+        return _openvino_runner(path, precision, hint)
+    return _onnxruntime_runner(path, precision)
+
+
+def _check_inputs(batch: int, seq: int, vocab: int) -> Dict[str, np.ndarray]:
+    """A synthetic batch whose rows after the first are padded to shorter lengths."""
+    feeds = _feeds(common.synthetic_pretraining_batch(batch, seq, 1, vocab, seed=1))
+    lengths = np.linspace(seq, max(2, seq // 4), batch).astype(int)
+    valid = np.arange(seq)[None, :] < lengths[:, None]
+    feeds["attention_mask"] = valid.astype(np.int64)
+    feeds["input_ids"] = np.where(valid, feeds["input_ids"], 0)
+    feeds["token_type_ids"] = np.where(valid, feeds["token_type_ids"], 0)
+    return feeds
+
+
+def _torch_outputs(model, feeds, precision: str):
+    import torch
+
+    with torch.inference_mode(), hf._autocast(precision):
+        out = model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+    return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
+
+
+def _compare(run: Runner, config, batch: int, seq: int) -> Dict[str, object]:
+    feeds = _check_inputs(batch, seq, config.vocab_size)
+    model = _torch_model(config)
+    valid = feeds["attention_mask"].astype(bool)
+    want = _torch_outputs(model, feeds, "float32")
+    hf_bf16 = _torch_outputs(model, feeds, "bfloat16")
+    got = run(feeds)
+    out: Dict[str, object] = {}
+    within = True
+    for i, name in enumerate(("sequence", "pooled")):
+        # Padded positions of the sequence output are not defined outputs.
+        pick = (lambda x: x[valid]) if name == "sequence" else (lambda x: x)
+        ref = pick(want[i])
+        diff = float(np.max(np.abs(pick(np.asarray(got[i], np.float32)) - ref)))
+        out[f"{name}_max_diff"] = diff
+        out[f"{name}_scale"] = float(np.max(np.abs(ref)))
+        out[f"{name}_hf_bf16_max_diff"] = float(np.max(np.abs(pick(hf_bf16[i]) - ref)))
+        within = within and diff <= BF16_RELATIVE_TOLERANCE * out[f"{name}_scale"]
+    out["max_diff_vs_hf"] = max(out["sequence_max_diff"], out["pooled_max_diff"])
+    out["hf_bf16_max_diff"] = max(out["sequence_hf_bf16_max_diff"], out["pooled_hf_bf16_max_diff"])
+    out["within_bf16_tolerance"] = within
+    return out
+
+
+def check_outputs(runtime: str, precision: str, batch: int = 4, seq: int = 32, config=None,
+                  cache_dir: Optional[str] = None) -> Dict[str, object]:
+    """The runtime's outputs against Hugging Face torch's (float32) on the same padded batch.
+
+    Returns the largest absolute difference of the sequence output (real
+    positions only: padded ones are not defined outputs) and of the pooled
+    output, each output's scale (largest |value| of torch's), the same
+    difference for Hugging Face's own bfloat16 (torch.autocast), and
+    "max_diff_vs_hf" (the larger difference), "hf_bf16_max_diff" and
+    "within_bf16_tolerance": every difference at most
+    BF16_RELATIVE_TOLERANCE times its output's scale.
+    """
+    config = config if config is not None else hf._config()
+    run, _ = make_runner(runtime, precision, config, cache_dir=cache_dir)
+    return _compare(run, config, batch, seq)
+
+
+def infer(runtime: str, precision: str, batch: int, seq: int, warmup: int, steps: int, config=None,
+          hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None) -> Dict[str, object]:
+    """Full-length encoder inference (both outputs computed, as hf.infer's forward), sequences/s."""
+    config = config if config is not None else hf._config()
+    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
+    check = _compare(run, config, batch=4, seq=32)
+    feeds = _feeds(common.synthetic_pretraining_batch(batch, seq, 1, config.vocab_size))
+    times = common.timed_calls(lambda: run(feeds)[1], warmup, steps)
+    return dict(common.per_second(batch, times), **info, **check)
+
+
+def text(runtime: str, precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
+         config=None, hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None) -> Dict[str, object]:
+    """HF's AlbertTokenizer (padding to the longest row, truncation at 128) + the compiled model.
+
+    config: the model configuration; its vocab_size must be the tokenizer's
+    (default: `hf._config` with the tokenizer's vocabulary).
+    """
+    tokenizer = hf._tokenizer(spm_path)
+    config = config if config is not None else hf._config(vocab_size=len(tokenizer))
+    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
+    check = _compare(run, config, batch=4, seq=32)
+
+    def encode():
+        enc = tokenizer(sentences, padding="longest", truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH,
+                        return_tensors="np", return_token_type_ids=True)
+        return {name: enc[name].astype(np.int64) for name in INPUTS}
+
+    times = common.timed_calls(lambda: run(encode())[1], warmup, steps)
+    result = dict(common.per_second(len(sentences), times), **info, **check)
+    result["padded_length"] = int(encode()["input_ids"].shape[1])
+    return result
+
+
+def matmul(precision: str, m: int, k: int, n: int, warmup: int, steps: int) -> Dict[str, float]:
+    """OpenVINO's GFLOP/s for [m, k] x [k, n] (best of `steps` timed calls), keyed as matmul.py's rates.
+
+    The model is one MatMul of a float32 input by a constant [k, n] weight
+    (as a dense layer), compiled for one synchronous request (LATENCY) in
+    `precision` (INFERENCE_PRECISION_HINT bf16 or f32).
+    """
+    import openvino as ov
+    import openvino.opset15 as ops
+
+    rng = np.random.default_rng(0)
+    a = ops.parameter([m, k], ov.Type.f32, name="a")
+    b = ops.constant(rng.standard_normal((k, n), dtype=np.float32))
+    model = ov.Model([ops.matmul(a, b, False, False)], [a], "matmul")
+    compiled = ov.Core().compile_model(model, "CPU", {
+        "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32"})
+    request = compiled.create_infer_request()
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    times = common.timed_calls(lambda: request.infer({0: x}), warmup, max(1, steps))
+    return {f"openvino {m}x{k}x{n}": 2.0 * m * k * n / min(times) / 1e9}

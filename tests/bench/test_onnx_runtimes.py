@@ -1,0 +1,141 @@
+"""bench/systems/onnx_runtimes.py: Hugging Face's AlbertModel exported to ONNX and
+run by OpenVINO and ONNX Runtime answers as torch does (tiny configuration).
+
+Skips when torch/transformers, onnx, openvino or onnxruntime are missing
+(they come with the [bench] extra, not with CI's [test,beam]).
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is in the [bench] extra")
+transformers = pytest.importorskip("transformers", reason="transformers is in the [bench] extra")
+pytest.importorskip("onnx", reason="onnx is in the [bench] extra")
+pytest.importorskip("onnxscript", reason="onnxscript (torch.onnx.export) is in the [bench] extra")
+
+from bench.systems import common, onnx_runtimes  # noqa: E402
+
+VOCAB = 100
+
+
+def _tiny(vocab=VOCAB):
+    return transformers.AlbertConfig(
+        vocab_size=vocab, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, hidden_act="gelu_new", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=64, type_vocab_size=2)
+
+
+def _need(runtime):
+    pytest.importorskip(runtime, reason=f"{runtime} is in the [bench] extra")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("onnx"))
+
+
+def _padded_batch():
+    """3 rows of other lengths than the export's example (dynamic axes), one padded."""
+    rng = np.random.default_rng(5)
+    ids = rng.integers(5, VOCAB, size=(3, 11))
+    mask = np.ones((3, 11), np.int64)
+    mask[1, 6:] = 0
+    segments = (np.arange(11)[None, :] >= 5).repeat(3, 0).astype(np.int64)
+    return {"input_ids": ids.astype(np.int64), "attention_mask": mask, "token_type_ids": segments}
+
+
+def _torch_reference(feeds):
+    torch.manual_seed(0)  # the benchmark's weights: seed 0, as hf.infer
+    model = transformers.AlbertModel(_tiny()).eval()
+    with torch.no_grad():
+        out = model(**{k: torch.from_numpy(v) for k, v in feeds.items()})
+    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+
+
+# (runtime, precision, largest difference allowed relative to each output's scale)
+CASES = [("openvino", "float32", 1e-5), ("openvino", "bfloat16", 3e-2),
+         ("onnxruntime", "float32", 1e-5), ("onnxruntime", "int8", 0.1)]
+
+
+@pytest.mark.parametrize("runtime,precision,tolerance", CASES)
+def test_runtime_outputs_equal_torch(runtime, precision, tolerance, cache):
+    _need(runtime)
+    feeds = _padded_batch()
+    want_sequence, want_pooled = _torch_reference(feeds)
+    run, info = onnx_runtimes.make_runner(runtime, precision, _tiny(), cache_dir=cache)
+    sequence, pooled = run(feeds)
+    valid = feeds["attention_mask"].astype(bool)
+    assert sequence.shape == want_sequence.shape and pooled.shape == want_pooled.shape
+    for got, want in ((sequence[valid], want_sequence[valid]), (pooled, want_pooled)):
+        assert np.max(np.abs(got - want)) <= tolerance * np.max(np.abs(want))
+    if runtime == "openvino":
+        assert info["inference_precision"] == ("bf16" if precision == "bfloat16" else "f32")
+
+
+@pytest.mark.parametrize("runtime,precision", [("openvino", "bfloat16"), ("onnxruntime", "float32")])
+def test_check_outputs_reports_the_difference(runtime, precision, cache):
+    _need(runtime)
+    check = onnx_runtimes.check_outputs(runtime, precision, batch=3, seq=16, config=_tiny(), cache_dir=cache)
+    assert check["within_bf16_tolerance"] is True
+    assert check["max_diff_vs_hf"] == max(check["sequence_max_diff"], check["pooled_max_diff"])
+    if precision == "float32":
+        assert check["max_diff_vs_hf"] < 1e-4
+    else:  # bfloat16 arithmetic: not exact, and of the size of torch's own bfloat16
+        assert 1e-5 < check["max_diff_vs_hf"] <= 3 * check["hf_bf16_max_diff"]
+
+
+def test_int8_is_reported_outside_bf16_tolerance_when_it_is(cache):
+    _need("onnxruntime")
+    check = onnx_runtimes.check_outputs("onnxruntime", "int8", batch=3, seq=16, config=_tiny(), cache_dir=cache)
+    scale_ok = all(check[f"{n}_max_diff"] <= 3e-2 * check[f"{n}_scale"] for n in ("sequence", "pooled"))
+    assert check["within_bf16_tolerance"] is scale_ok
+    assert check["max_diff_vs_hf"] > 1e-4  # quantized: not float32-exact
+
+
+def test_export_is_cached_per_config(cache):
+    first = onnx_runtimes.export_onnx(_tiny(), cache)
+    stamp = os.path.getmtime(first)
+    assert onnx_runtimes.export_onnx(_tiny(), cache) == first and os.path.getmtime(first) == stamp
+    assert onnx_runtimes.export_onnx(_tiny(vocab=VOCAB + 1), cache) != first
+
+
+@pytest.mark.parametrize("runtime", ["openvino", "onnxruntime"])
+def test_infer_times_and_checks(runtime, cache):
+    _need(runtime)
+    result = onnx_runtimes.infer(runtime, "float32", batch=2, seq=16, warmup=1, steps=2, config=_tiny(),
+                                 cache_dir=cache)
+    assert result["n_timed"] == 2 and result["per_s"] > 0 and result["max_diff_vs_hf"] < 1e-4
+
+
+def test_unknown_runtime_or_precision_is_refused():
+    with pytest.raises(ValueError, match="runtime must be one of"):
+        onnx_runtimes.make_runner("tvm", "float32")
+    with pytest.raises(ValueError, match="onnxruntime precision must be one of"):
+        onnx_runtimes.make_runner("onnxruntime", "bfloat16")
+
+
+def test_text_pads_to_the_longest_row(tmp_path, monkeypatch, cache):
+    _need("openvino")
+    pytest.importorskip("sentencepiece")
+    from pipelines import tokenizer
+    from tests.pipelines.conftest import write_corpus
+
+    spm = tokenizer.train_sentencepiece([write_corpus(str(tmp_path / "corpus.txt"), num_docs=60)],
+                                        str(tmp_path / "sp"), vocab_size=VOCAB, seed=1)
+    monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", VOCAB)
+    sentences = ["the a of", "and in the a of and in the a of and in the a", "the"]
+    result = onnx_runtimes.text("openvino", "float32", spm, sentences, warmup=1, steps=2, config=_tiny(),
+                                cache_dir=cache)
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor(model_file=spm)
+    assert result["padded_length"] == max(len(sp.encode(s)) for s in sentences) + 2  # [CLS] ... [SEP]
+    assert result["max_diff_vs_hf"] < 1e-4 and result["per_s"] > 0
+
+
+def test_openvino_matmul_rate():
+    _need("openvino")
+    rate = onnx_runtimes.matmul("float32", 64, 32, 48, warmup=1, steps=3)
+    assert list(rate) == ["openvino 64x32x48"] and rate["openvino 64x32x48"] > 0
