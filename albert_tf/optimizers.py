@@ -51,9 +51,13 @@ def linear_warmup_decay(learning_rate: float, num_train_steps: int, warmup_propo
                                  warmup_steps=int(num_warmup_steps), power=1.0)
 
 
+# adamw's epsilon by bias correction: torch's AdamW default / the original's.
+DEFAULT_EPSILON = {True: 1e-8, False: 1e-6}
+
+
 def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None, warmup_proportion: float = 0.1,
           num_warmup_steps: Optional[int] = None, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
-          beta_2: float = 0.999, epsilon: float = 1e-6, global_clipnorm: Optional[float] = 1.0,
+          beta_2: float = 0.999, epsilon: Optional[float] = None, global_clipnorm: Optional[float] = 1.0,
           layerwise_lr_decay: Optional[float] = None, model=None,
           bias_correction: bool = True) -> AdamWeightDecay:
     """Fine-tuning AdamW (bias-corrected by default) with the original's schedule.
@@ -66,7 +70,11 @@ def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None,
         warmup_proportion: the share of num_train_steps spent warming up.
         num_warmup_steps: overrides warmup_proportion.
         weight_decay_rate: decoupled weight decay (not on LayerNorm or bias).
-        beta_1, beta_2, epsilon: Adam's.
+        beta_1, beta_2: Adam's.
+        epsilon: added to Adam's sqrt(v). None: 1e-8 with bias correction
+            (torch's and Hugging Face's AdamW; with 1e-6 a small model's
+            small gradients take damped steps: bench/results/finetune_parity.md),
+            1e-6 without it (the original's).
         global_clipnorm: clip of the global gradient norm (None: off).
         layerwise_lr_decay: e.g. 0.8: the head keeps the rate, each level below
             is multiplied by this factor (`layerwise_lr_multipliers`); needs
@@ -84,6 +92,10 @@ def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None,
     >>> round(float(opt.learning_rate), 7)  # step 0 of the warmup
     0.0
     """
+    if epsilon is None:
+        epsilon = DEFAULT_EPSILON[bool(bias_correction)]
+    if not float(epsilon) > 0:
+        raise ValueError(f"epsilon must be positive, got {epsilon!r}.")
     rate = learning_rate
     if num_train_steps is not None:
         rate = linear_warmup_decay(learning_rate, num_train_steps, warmup_proportion, num_warmup_steps)

@@ -96,6 +96,9 @@ def define_finetune_run_flags() -> None:
             "adamw: AdamW with Adam's bias correction (as Hugging Face, "
             "keras-hub, Model Garden); adamw_original: the original ALBERT's "
             "AdamW (no bias correction: first steps ~3x the rate).")
+    _define(flags.DEFINE_float, "adam_epsilon", None,
+            "Adam's epsilon. Default: 1e-8 with --optimizer=adamw (torch's and "
+            "Hugging Face's), 1e-6 with adamw_original (the original's).")
     _define(flags.DEFINE_bool, "do_train", False,
             "Fine-tune on the training split.")
     _define(flags.DEFINE_bool, "do_eval", False,

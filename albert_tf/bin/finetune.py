@@ -56,7 +56,7 @@ def options_from_flags(flag_values=FLAGS):
         learning_rate=f.learning_rate, num_train_epochs=f.num_train_epochs,
         warmup_proportion=f.warmup_proportion, train_step=f.train_step, warmup_step=f.warmup_step,
         weight_decay_rate=f.weight_decay_rate,
-        layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, steps_per_epoch=f.steps_per_epoch,
+        layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, adam_epsilon=f.adam_epsilon, steps_per_epoch=f.steps_per_epoch,
         strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
         save_checkpoints_steps=f.save_checkpoints_steps)

@@ -85,6 +85,7 @@ class FinetuneOptions:
     weight_decay_rate: float = 0.01
     layerwise_lr_decay: Optional[float] = None
     optimizer: str = "adamw"
+    adam_epsilon: Optional[float] = None  # None: 1e-8 for adamw, 1e-6 for adamw_original
     train_step: Optional[int] = None
     warmup_step: Optional[int] = None
     steps_per_epoch: Optional[int] = None
@@ -130,6 +131,8 @@ class FinetuneOptions:
             raise ValueError(f"--warmup_step must be in [0, --train_step={self.train_step}), got {self.warmup_step!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"--optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
+        if self.adam_epsilon is not None and not self.adam_epsilon > 0:
+            raise ValueError(f"--adam_epsilon must be positive, got {self.adam_epsilon!r}.")
         if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
             raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
         if self.save_checkpoints_steps is not None and self.save_checkpoints_steps < 0:
@@ -240,6 +243,7 @@ def _make_optimizer(options: FinetuneOptions, schedule: Dict[str, int], model):
 
     return optimizers.adamw(options.learning_rate, num_train_steps=schedule["total_steps"],
                             bias_correction=options.optimizer != "adamw_original",
+                            epsilon=options.adam_epsilon,
                             num_warmup_steps=schedule["warmup_steps"],
                             weight_decay_rate=options.weight_decay_rate,
                             layerwise_lr_decay=options.layerwise_lr_decay,
@@ -289,7 +293,7 @@ def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[st
         if task.name == "csv":
             state.update(text_column=t.text_column, text_b_column=t.text_b_column,
                          label_column=t.label_column, regression=t.regression)
-    for name in ("optimizer", "pooling"):  # when this version has them
+    for name in ("optimizer", "adam_epsilon", "pooling"):  # when this version has them
         for holder in (o, t):
             if hasattr(holder, name):
                 state[name] = getattr(holder, name)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -185,11 +185,11 @@ def _keras_run(model, task, regression, plan, batch_size, seed, features, starte
 
 def api(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
         init_checkpoint: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0,
-        optimizer: str = "adamw", epsilon: float = 1e-6) -> Dict[str, object]:
+        optimizer: str = "adamw", epsilon: Optional[float] = None) -> Dict[str, object]:
     """Ours through the Python API: `AlbertClassifier` on id dicts, `optimizers.adamw`, `fit`.
 
     optimizer: "adamw" (the library default) or "adamw_original" (no bias correction).
-    epsilon: Adam's epsilon (the library's default 1e-6; torch's is 1e-8), for diagnosis.
+    epsilon: Adam's epsilon (None: the library's default, 1e-8 for adamw as torch's), for diagnosis.
     """
     import keras
 

@@ -25,27 +25,30 @@ def _options(tmp_path, **kwargs):
                            do_train=True, **kwargs)
 
 
-def _optimizer_parsed_by_albert_finetune(tmp_path, choice: str) -> str:
+def _optimizer_parsed_by_albert_finetune(tmp_path, choice: str, *extra: str):
     """albert-finetune's own flag parsing, in a fresh process: in this one another binary (albert-pretrain, whose
     --optimizer takes lamb/adamw) may have defined --optimizer first, and absl keeps the first definition."""
     code = ("import sys; from absl import flags; from albert_tf.bin import finetune; finetune._define_flags(); "
-            "flags.FLAGS(sys.argv); print(finetune.options_from_flags().optimizer)")
+            "flags.FLAGS(sys.argv); o = finetune.options_from_flags(); print(o.optimizer, o.adam_epsilon)")
     done = subprocess.run([sys.executable, "-c", code, "--task=csv", f"--data_dir={tmp_path}",
-                           f"--output_dir={tmp_path / 'o'}", f"--optimizer={choice}"],
+                           f"--output_dir={tmp_path / 'o'}", f"--optimizer={choice}", *extra],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout.strip().splitlines()[-1]
+    parsed, epsilon = done.stdout.strip().splitlines()[-1].split()
+    return parsed, None if epsilon == "None" else float(epsilon)
 
 
-@pytest.mark.parametrize("choice, corrected", [("adamw", True), ("adamw_original", False)])
-def test_optimizer_flag_reaches_the_optimizer(tmp_path, choice, corrected):
-    parsed = _optimizer_parsed_by_albert_finetune(tmp_path, choice)
+@pytest.mark.parametrize("choice, extra, corrected, epsilon", [
+    ("adamw", (), True, 1e-8), ("adamw_original", (), False, 1e-6), ("adamw", ("--adam_epsilon=1e-7",), True, 1e-7)])
+def test_optimizer_flag_reaches_the_optimizer(tmp_path, choice, extra, corrected, epsilon):
+    parsed, parsed_epsilon = _optimizer_parsed_by_albert_finetune(tmp_path, choice, *extra)
     assert parsed == choice
-    options = _options(tmp_path, optimizer=parsed, learning_rate=1e-3)
+    options = _options(tmp_path, optimizer=parsed, adam_epsilon=parsed_epsilon, learning_rate=1e-3)
     model = albert_tf.AlbertClassifier(tiny_config(), 2)
     opt = runner._make_optimizer(options, {"total_steps": 10, "warmup_steps": 1}, model)
     assert opt.bias_correction is corrected
+    assert opt.epsilon == epsilon  # torch's 1e-8 with bias correction, the original's 1e-6 without
     assert (opt.weight_decay_rate, opt.global_clipnorm) == (0.01, 1.0)
 
 
@@ -53,6 +56,8 @@ def test_default_is_bias_corrected_and_bad_values_name_the_flag(tmp_path):
     assert FinetuneOptions("csv", "d", "o").optimizer == "adamw"
     with pytest.raises(ValueError, match="--optimizer must be one of adamw, adamw_original, got 'lamb'"):
         _options(tmp_path, optimizer="lamb").validate()
+    with pytest.raises(ValueError, match="--adam_epsilon must be positive, got -1.0"):
+        _options(tmp_path, adam_epsilon=-1.0).validate()
 
 
 def test_run_state_records_the_optimizer_and_refuses_to_resume_with_another(tmp_path):

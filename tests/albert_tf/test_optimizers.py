@@ -79,7 +79,7 @@ def test_adamw_steps_with_layerwise_decay_against_numpy(bias_correction):
             ms[i] = 0.9 * ms[i] + 0.1 * g
             vs[i] = 0.999 * vs[i] + 0.001 * g * g
             m, v = (ms[i] / (1 - 0.9 ** t), vs[i] / (1 - 0.999 ** t)) if bias_correction else (ms[i], vs[i])
-            update = m / (np.sqrt(v) + 1e-6)
+            update = m / (np.sqrt(v) + (1e-8 if bias_correction else 1e-6))  # the defaults
             if not re.search("LayerNorm|layer_norm|bias", var.path):
                 update = update + 0.01 * want[i]
             want[i] = want[i] - lr * decay ** (top - depths[var.path]) * update
@@ -90,9 +90,13 @@ def test_adamw_steps_with_layerwise_decay_against_numpy(bias_correction):
 
 def test_adamw_arguments():
     opt = optimizers.adamw(1e-3, num_train_steps=10)
-    assert (opt.weight_decay_rate, opt.global_clipnorm, opt.epsilon) == (0.01, 1.0, 1e-6)
+    assert (opt.weight_decay_rate, opt.global_clipnorm, opt.epsilon) == (0.01, 1.0, 1e-8)
     assert opt.bias_correction is True  # the default since issue 15
-    assert optimizers.adamw(1e-3, bias_correction=False).bias_correction is False
+    original = optimizers.adamw(1e-3, bias_correction=False)
+    assert (original.bias_correction, original.epsilon) == (False, 1e-6)  # the original's maths
+    assert optimizers.adamw(1e-3, epsilon=1e-7).epsilon == 1e-7
+    with pytest.raises(ValueError, match="epsilon must be positive, got 0.0"):
+        optimizers.adamw(1e-3, epsilon=0.0)
     assert opt.lr_multipliers is None
     with pytest.raises(ValueError, match="needs model="):
         optimizers.adamw(1e-3, layerwise_lr_decay=0.8)
