@@ -48,7 +48,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import re
 import shlex
 import subprocess
@@ -440,19 +439,55 @@ def _fmt(x, digits=4):
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+# Runs recorded before this time under settings whose meaning has changed since:
+# `recipe` was static 15% masking until flags/recipes/small_pretrain.cfg moved to
+# dynamic 40%, and `mask_rate` re-masked the records with the bench's own code
+# before albert-pretrain's --masking=dynamic --masked_lm_prob replaced it.
+REDEFINED_BEFORE = "2026-11-29 19:35 UTC"
+
+
+def stale_reason(record: Dict[str, Any]) -> str:
+    """Why a recorded run's command no longer reproduces it ("" when it does)."""
+    if record.get("date", "9999") >= REDEFINED_BEFORE:
+        return ""
+    if record.get("spec", "").startswith("recipe"):
+        return "no: `recipe` was static 15% masking then"
+    if record.get("mask_rate"):
+        return "no: older masking code (the bench's own re-masking)"
+    return ""
+
+
+# Like for like (issue 18): both systems, the same masking, learning-rate sweep and training seeds.
+LIKE_FOR_LIKE = {"static": "", "dynamic": ":mask_rate=0.4"}
+LIKE_FOR_LIKE_RATES, LIKE_FOR_LIKE_SEEDS = (0.003, 0.01, 0.02), (1, 2, 3)
+
+
+def like_for_like_variants(masking: str) -> List[str]:
+    """ours and keras_hub at every rate and seed, with the same masking: "static" (the
+    shards' 15%) or "dynamic" (fresh n-gram masks at 40%, albert-pretrain's dynamic masking)."""
+    if masking not in LIKE_FOR_LIKE:
+        raise ValueError(f"--like_for_like must be one of {sorted(LIKE_FOR_LIKE)}, got {masking!r}.")
+    return [f"{system}:lr={lr:g}:seed={seed}:precision=bfloat16{LIKE_FOR_LIKE[masking]}"
+            for system in ("ours", "keras_hub") for lr in LIKE_FOR_LIKE_RATES for seed in LIKE_FOR_LIKE_SEEDS]
+
+
 def write_markdown(records: List[Dict[str, Any]]) -> None:
     """Rebuilds the runs table in learning_efficiency.md, keeping the text around it."""
     lines = [TABLE_START, "",
              "| # | system | variant | lr | warmup | steps | len | held-out MLM acc | MLM loss | SOP acc | "
-             "frequent-piece acc | train s | command |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "frequent-piece acc | train s | command | command reproduces it? |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(records, 1):
         cmd = f"`python -m bench.learning_efficiency {r.get('command_args', '')}`".replace("|", "\\|")
         lines.append(
             f"| {i} | {r['system']} | `{r['spec']}` | {r['lr']:g} | {r['warmup']} | {r['steps']} | {r['seq_len']} | "
             f"{_fmt(r['mlm_acc'])} | {_fmt(r['mlm_loss'], 3)} | {_fmt(r.get('sop_acc'))} | "
-            f"{_fmt(r.get('frequent_piece_acc'))} | {r['train_seconds']:.0f} | {cmd} |")
-    lines += ["", TABLE_END]
+            f"{_fmt(r.get('frequent_piece_acc'))} | {r['train_seconds']:.0f} | {cmd} | {stale_reason(r) or 'yes'} |")
+    machines: Dict[str, List[int]] = {}
+    for i, r in enumerate(records, 1):
+        machines.setdefault(r.get("machine", "not recorded"), []).append(i)
+    lines += ["", "Machines of the runs (CPU model and AMX recorded since issue 18): " + "; ".join(
+        f"{m} (runs {_span(nums)})" for m, nums in machines.items()) + ".", "", TABLE_END]
     table = "\n".join(lines)
     if os.path.exists(MARKDOWN):
         with open(MARKDOWN, encoding="utf-8") as f:
@@ -471,6 +506,16 @@ def write_markdown(records: List[Dict[str, Any]]) -> None:
         f.write(text)
 
 
+def _span(numbers: List[int]) -> str:
+    """[1, 2, 3, 5] -> "1-3, 5"."""
+    parts, start = [], numbers[0]
+    for prev, cur in zip(numbers, numbers[1:] + [None]):
+        if cur != prev + 1:
+            parts.append(str(start) if start == prev else f"{start}-{prev}")
+            start = cur
+    return ", ".join(parts)
+
+
 def load_records() -> List[Dict[str, Any]]:
     if not os.path.exists(JSONL):
         return []
@@ -478,10 +523,21 @@ def load_records() -> List[Dict[str, Any]]:
         return [json.loads(line) for line in f if line.strip()]
 
 
+def _machine() -> str:
+    """CPU model, cores and AMX (`bench.systems.common.cpu_line`)."""
+    from bench.systems import common
+
+    return common.cpu_line()
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", default="keras_hub:lr=0.001 keras_hub:lr=0.003 keras_hub:lr=0.01 ours_mlm:lr=0.01 recipe",
                         help="Space- or semicolon-separated variants (see the module docstring).")
+    parser.add_argument("--like_for_like", default="", choices=["", *LIKE_FOR_LIKE],
+                        help="Instead of --variants: ours and keras_hub with the same masking (static 15% or "
+                             f"dynamic 40%), rates {LIKE_FOR_LIKE_RATES} and training seeds {LIKE_FOR_LIKE_SEEDS} "
+                             "(18 runs: hours at full length).")
     parser.add_argument("--quick", action="store_true",
                         help="Length 64, 10 predictions, 400 steps: a screening run (minutes per variant).")
     parser.add_argument("--steps", type=int, default=None, help="Optimizer steps (1600; --quick: 400).")
@@ -507,7 +563,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         result = run_one(Variant.parse(args.run_one), args)
         print("RESULT " + json.dumps(result), flush=True)
         return
-    variants = [s for s in re.split(r"[;\s]+", args.variants) if s]
+    variants = (like_for_like_variants(args.like_for_like) if args.like_for_like
+                else [s for s in re.split(r"[;\s]+", args.variants) if s])
     parsed = [Variant.parse(spec) for spec in variants]  # fail before any training
     if any(v.system == "keras_hub" for v in parsed):
         import importlib.util
@@ -516,7 +573,8 @@ def main(argv: Optional[List[str]] = None) -> None:
             parser.error("keras_hub variants need keras-hub: pip install -e '.[bench]' (this Python: "
                          f"{sys.executable}).")
     prepare_data(args.work_dir, args.seq_len, args.preds, args.vocab_size, args.dupe, args.seed)
-    passthrough = [a for a in (argv if argv is not None else sys.argv[1:]) if not a.startswith("--variants")]
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])
+                   if not a.startswith(("--variants", "--like_for_like"))]
     for spec in variants:
         cmd = [sys.executable, "-m", "bench.learning_efficiency", f"--run_one={spec}"] + passthrough
         log_path = os.path.join(args.work_dir, "logs", re.sub(r"[^\w.=-]+", "_", spec) + ".log")
@@ -531,7 +589,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         result = json.loads(lines[-1][len("RESULT "):])
         result["command_args"] = " ".join(shlex.quote(a) for a in passthrough + [f"--variants={spec}"])
         result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        result["machine"] = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+        result["machine"] = _machine()
         print(f"{spec}: held-out MLM acc {result['mlm_acc']:.4f}, MLM loss {result['mlm_loss']:.3f}, "
               f"SOP acc {_fmt(result['sop_acc'])}, {result['train_seconds']:.0f} s", flush=True)
         if not args.no_record:

@@ -158,6 +158,7 @@ def kerashub(precision: str, spm_path: str, pool_file: str, batch: int, warmup: 
     from bench.systems import kerashub as kh
 
     texts, labels, warm, timed = pool(pool_file, order, warmup, steps)
+    texts = kh.normalized(texts)
     dims = SHAPES[shape]
     tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_path)
     preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(

@@ -76,6 +76,18 @@ def _padded_to(preprocessor, texts, length):
     return {k: v[:, :length] for k, v in preprocessor(texts).items()}
 
 
+def normalized(sentences: List[str]) -> List[str]:
+    """The original's normalisation (lowercase, accents stripped), before keras-hub's tokenizer.
+
+    keras-hub's AlbertTokenizer does not lowercase, and the vocabulary (as the
+    original's) is lowercased: without this, keras-hub tokenizes the same text
+    into more pieces and does more work than the other systems.
+    """
+    from pipelines.tokenizer import preprocess_text_py
+
+    return [preprocess_text_py(s, True) for s in sentences]
+
+
 def batch_lengths(preprocessor, sentences, batches, padding: str) -> List[int]:
     """Each batch's padded length: its longest row ("longest") or that rounded up
     to a bucket boundary ("bucket", `common.bucket_length`)."""
@@ -98,6 +110,7 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
         tokenizer, sequence_length=common.TEXT_MAX_SEQ_LENGTH)
     backbone = _backbone(precision, vocab_size=tokenizer.vocabulary_size())
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
+    sentences = normalized(sentences)
     lengths = batch_lengths(preprocessor, sentences, warm + timed, padding)
 
     @tf.function

@@ -106,3 +106,27 @@ def test_markdown_table_is_rebuilt_and_the_text_around_it_kept(tmp_path, monkeyp
     assert text.startswith("# Title\n\nMy notes.") and text.rstrip().endswith("After the table.")
     assert "| 2 | ours | `ours:lr=0.003` | 0.003 | 100 | 400 | 64 | 0.0800 | 5.900 | - | - | 100 |" in text
     assert text.count(le.TABLE_START) == 1
+
+
+def test_runs_whose_command_no_longer_reproduces_them_are_marked():
+    old = dict(spec="recipe:precision=bfloat16", date="2026-11-29 16:46 UTC", mask_rate=0.0)
+    assert "static 15%" in le.stale_reason(old)
+    assert "older masking code" in le.stale_reason(dict(old, spec="ours:lr=0.01:mask_rate=0.4", mask_rate=0.4))
+    assert le.stale_reason(dict(old, spec="keras_hub:lr=0.01")) == ""
+    assert le.stale_reason(dict(old, date="2026-12-01 10:00 UTC")) == ""
+
+
+def test_like_for_like_gives_both_systems_the_same_masking_rates_and_seeds():
+    for masking in ("static", "dynamic"):
+        parsed = [le.Variant.parse(s) for s in le.like_for_like_variants(masking)]
+        by = {system: {(v.lr, v.seed, v.mask_rate, v.masking, v.precision) for v in parsed if v.system == system}
+              for system in ("ours", "keras_hub")}
+        assert by["ours"] == by["keras_hub"] and len(by["ours"]) == 9
+        assert {v.seed for v in parsed} == {1, 2, 3} and {v.mask_rate for v in parsed} == {
+            0.0 if masking == "static" else 0.4}
+    with pytest.raises(ValueError, match="like_for_like"):
+        le.like_for_like_variants("sometimes")
+
+
+def test_span_of_run_numbers():
+    assert le._span([1, 2, 3, 5, 7, 8]) == "1-3, 5, 7-8" and le._span([4]) == "4"
