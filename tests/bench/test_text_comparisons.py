@@ -108,3 +108,21 @@ def test_hugging_face_loss_runs_the_mlm_head_on_the_masked_positions_only():
                     sentence_order_label=inputs["sentence_order_label"]).loss
     assert seen[0] == (batch, preds, 16) and seen[1] == (batch, seq, 16)
     assert ours == pytest.approx(float(ref), rel=1e-5)
+
+
+def test_text_section_has_one_table_and_ratios_per_comparison():
+    def row(system, feed, values, **extra):
+        m = run.Measurement("text", system, "x", "text", dict(precision="bfloat16", feed=feed, warmup=2, steps=10,
+                                                               **extra))
+        m.runs = [dict(per_s=v, padded_tokens=40.0, real_tokens=36.0, peak_rss_mb=900.0) for v in values]
+        return m
+
+    rows = [row("albert-tf task model", common.GROUPED, [30.0, 32.0]), row("Hugging Face", common.GROUPED, [20.0]),
+            row("albert-tf task model, no buckets", common.RANDOM, [12.0]), row("Hugging Face", common.RANDOM, [10.0]),
+            row(run.OPENVINO, common.RANDOM, [])]
+    rows[-1].skip = "not installed: openvino (pip install -e '.[bench]')"
+    text = "\n".join(run.text_section(rows))
+    best, same = text.split("### Same padding")
+    assert "### Each system at its best normal use" in best and "**1.55x**" in best  # median 31 / 20
+    assert "**1.20x**" in same and "**1.55x**" not in same  # 12 / 10
+    assert f"| {run.OPENVINO} | bfloat16 | n/a | not installed: openvino" in same
