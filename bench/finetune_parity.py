@@ -67,7 +67,7 @@ def define_flags() -> None:
     """The command line, defined only when run as a program: importing this module (tests, other
     benchmarks) must not claim flag names such as max_seq_length that the binaries define."""
     flags.DEFINE_list("tasks", ["topic", "same_document", "position"], "Tasks to run.")
-    flags.DEFINE_list("systems", ["finetune", "api", "hf", "kerashub"], "Systems to run.")
+    flags.DEFINE_list("systems", ["finetune", "api", "hf", "kerashub", "recipe"], "Systems to run.")
     flags.DEFINE_list("starts", ["random", "pretrained"], "random and/or pretrained.")
     flags.DEFINE_integer("seeds", 3, "Seeds at each system's chosen learning rate.")
     flags.DEFINE_list("grid", ["1e-4", "3e-4", "1e-3"], "Peak learning rates tried with seed 0.")
@@ -94,8 +94,24 @@ def define_flags() -> None:
 PRIMARY_METRIC = {False: "accuracy", True: "pearson"}
 SYSTEM_NAMES = {"finetune": "ours: albert-finetune", "api": "ours: Python API (fit)",
                 "api_original": "ours: Python API, original AdamW", "hf": "Hugging Face",
-                "kerashub": "keras-hub"}
+                "kerashub": "keras-hub",
+                "recipe": "ours: albert-finetune defaults + small_finetune.cfg"}
 PEERS = ("hf", "kerashub")
+RECIPE = os.path.join("flags", "recipes", "small_finetune.cfg")
+
+
+def recipe_learning_rate() -> float:
+    """The peak rate small_finetune.cfg sets (the recipe system's only 'grid' point)."""
+    with open(os.path.join(REPO_DIR, RECIPE), encoding="utf-8") as f:
+        rates = [float(line.split("=", 1)[1]) for line in f if line.startswith("--learning_rate=")]
+    if len(rates) != 1:
+        raise ValueError(f"{RECIPE} should set --learning_rate once, found {rates!r}.")
+    return rates[0]
+
+
+def system_grid(system: str, grid: Sequence[float]) -> List[float]:
+    """The rates a system is run at: the grid, except the recipe, which runs as a user runs it."""
+    return [recipe_learning_rate()] if system == "recipe" else list(grid)
 
 
 @dataclasses.dataclass
@@ -372,10 +388,13 @@ def finetune_run(run: Run, task: dict, s: Settings, init: dict, scratch: str, th
     shutil.rmtree(out, ignore_errors=True)
     if in_process:
         return _finetune_in_process(run, task, s, init, out)
-    cmd = _binary("albert-finetune") + [
+    # The recipe system: the binary's defaults + small_finetune.cfg (its rate, batch, epochs, pooling).
+    schedule = ([f"--flagfile={os.path.join(REPO_DIR, RECIPE)}"] if run.system == "recipe" else [
+        f"--train_batch_size={s.batch_size}", f"--learning_rate={run.learning_rate}",
+        f"--num_train_epochs={s.epochs}"])
+    cmd = _binary("albert-finetune") + schedule + [
         "--task=csv", f"--data_dir={task['folder']}", f"--output_dir={out}", f"--spm_model_file={init['spm']}",
-        f"--max_seq_length={s.max_seq_length}", f"--train_batch_size={s.batch_size}",
-        f"--learning_rate={run.learning_rate}", f"--num_train_epochs={s.epochs}", f"--seed={run.seed}",
+        f"--max_seq_length={s.max_seq_length}", f"--seed={run.seed}",
         "--do_train", "--do_eval", "--mixed_precision=float32", "--log_steps=1000"]
     cmd.append(f"--init_checkpoint={init['ours']}" if run.start == "pretrained"
                else f"--albert_config_file={init['config_file']}")
@@ -461,7 +480,7 @@ def execute(run: Run, task: dict, s: Settings, init: dict, scratch: str, threads
     kwargs = dict(task_file=task["npz"], config=init["config"], learning_rate=run.learning_rate, seed=run.seed,
                   regression=task["regression"], epochs=s.epochs, batch_size=s.batch_size, threads=threads)
     pretrained = run.start == "pretrained"
-    if run.system == "finetune":
+    if run.system in ("finetune", "recipe"):
         result = finetune_run(run, task, s, init, scratch, threads, timeout, in_process)
     elif run.system in ("api", "api_original"):
         kwargs.update(init_checkpoint=init["ours"] if pretrained else "",
@@ -535,7 +554,7 @@ def run_all(runs: List[Run], journal: Journal, work: Callable[[Run], dict], jobs
 def best_rate(journal: Journal, task: str, start: str, system: str, grid: Sequence[float]) -> Optional[float]:
     """The grid rate whose seed-0 run has the best final dev score (ties: the smaller rate)."""
     scored = []
-    for rate in grid:
+    for rate in system_grid(system, grid):
         row = journal.rows.get(Run(task, start, system, rate, 0).key)
         if row is not None:
             scored.append((row["final"][row["metric"]], -rate, rate))
@@ -555,7 +574,7 @@ def summary_rows(journal: Journal, tasks: Sequence[str], starts: Sequence[str], 
                 if k in journal.rows]
         values = [r["final"][r["metric"]] for r in rows]
         grid_scores = {}
-        for g in grid:
+        for g in system_grid(system, grid):
             row = journal.rows.get(Run(task, start, system, g, 0).key)
             if row is not None:
                 grid_scores[g] = row["final"][row["metric"]]
@@ -582,6 +601,13 @@ def comparisons(summary: Sequence[dict]) -> List[str]:
                 lines.append(f"| {task} | {start} | {SYSTEM_NAMES[system]} vs {SYSTEM_NAMES[peer]} | {gap:+.1f} | "
                              f"{'met' if gap >= target else '**missed**'} (target >= {target:+.1f}) |")
     for (task, start, system), row in sorted(by.items()):
+        best = by.get((task, start, "finetune"))
+        if system == "recipe" and best:
+            gap = 100 * (row["mean"] - best["mean"])
+            lines.append(f"| {task} | {start} | defaults + small_finetune.cfg vs albert-finetune at its best grid "
+                         f"rate (lr {best['learning_rate']:g}) | {gap:+.1f} | "
+                         f"{'met' if gap >= -1.0 else '**missed**'} (target >= -1.0) |")
+    for (task, start, system), row in sorted(by.items()):
         if start != "pretrained" or (task, "random", system) not in by:
             continue
         gain = 100 * (row["mean"] - by[(task, "random", system)]["mean"])
@@ -599,7 +625,9 @@ def render(summary: Sequence[dict], tasks: Dict[str, dict], header: Dict[str, ob
              f"{header['load_start']:.1f} at the start, {header['load_end']:.1f} at the end (machine shared: "
              "accuracy figures do not depend on load, seconds do); " + header["versions"] + ".", "",
              f"Model: {header['model']}. Every system: max length {header['max_seq_length']}, batch "
-             f"{header['batch_size']}, {header['epochs']:g} epochs ({header['steps']}), float32. Score: the dev "
+             f"{header['batch_size']}, {header['epochs']:g} epochs ({header['steps']}), float32 (except the recipe "
+             f"row: albert-finetune's defaults with `{RECIPE}`, its own rate, batch, epochs and pooling). "
+             "Score: the dev "
              "metric after the last epoch (accuracy, or Pearson for regression); mean over seeds at the rate "
              "chosen by the seed-0 grid run.", "", "| task | what | train / dev | baseline | data digest |",
              "|---|---|---|---|---|"]
@@ -711,7 +739,8 @@ def benchmark(task_names: Sequence[str], systems: Sequence[str], starts: Sequenc
     combos = list(itertools.product(task_names, starts, systems))
     if report_only:
         jobs, combos = 0, []
-    run_all([Run(t, st, sy, g, 0) for t, st, sy in combos for g in grid], journal, work, 1 if in_process else jobs)
+    run_all([Run(t, st, sy, g, 0) for t, st, sy in combos for g in system_grid(sy, grid)], journal, work,
+            1 if in_process else jobs)
     run_all([Run(t, st, sy, best_rate(journal, t, st, sy, grid), seed) for t, st, sy in combos
              if best_rate(journal, t, st, sy, grid) is not None for seed in range(1, seeds)], journal, work,
             1 if in_process else jobs)

@@ -42,6 +42,23 @@ def test_rate_chosen_by_seed0_then_mean_and_spread_over_seeds(tmp_path):
     assert "| -5.0 |" in line and "**missed**" in line
 
 
+def test_recipe_runs_at_the_recipes_rate_and_is_compared_with_the_best_grid_rate(tmp_path):
+    with open(os.path.join(fp.REPO_DIR, fp.RECIPE), encoding="utf-8") as f:
+        [line] = [x for x in f if x.startswith("--learning_rate=")]
+    rate = float(line.split("=")[1])
+    assert fp.system_grid("recipe", [1e-4, 1e-3]) == [rate] and fp.system_grid("hf", [1e-4]) == [1e-4]
+    rows = [_row("t", "random", "finetune", 1e-4, 0, 0.50), _row("t", "random", "finetune", 1e-3, 0, 0.62),
+            _row("t", "random", "finetune", 1e-3, 1, 0.60), _row("t", "random", "recipe", rate, 0, 0.60),
+            _row("t", "random", "recipe", rate, 1, 0.58)]
+    summary = fp.summary_rows(_journal(tmp_path, rows), ["t"], ["random"], ["finetune", "recipe"], [1e-4, 1e-3],
+                              seeds=2)
+    [recipe] = [r for r in summary if r["system"] == "recipe"]
+    assert recipe["learning_rate"] == rate and recipe["mean"] == pytest.approx(0.59)
+    # 0.59 against the best grid rate's 0.61: -2.0 points, outside the 1-point target
+    [line] = [x for x in fp.comparisons(summary) if "small_finetune.cfg" in x]
+    assert "lr 0.001" in line and "| -2.0 |" in line and "**missed**" in line
+
+
 def test_journal_reuses_rows_of_the_same_settings_only(tmp_path):
     path = tmp_path / "runs.jsonl"
     first = fp.Journal(str(path), "a")
