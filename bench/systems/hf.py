@@ -195,7 +195,11 @@ def onnx_text(runtime: str, precision: str, spm_path: str, pool_file: str, feed:
     def encode(batch):
         enc = tokenizer([sentences[i] for i in batch], padding="longest", truncation=True,
                         max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="np")
-        return {name: enc[name].astype(np.int64) for name in ("input_ids", "attention_mask", "token_type_ids")}
+        ids = enc["input_ids"].astype(np.int64)
+        # One segment: all type ids 0 (transformers 5's AlbertTokenizer does not return them).
+        types = enc["token_type_ids"] if "token_type_ids" in enc else np.zeros_like(ids)
+        return {"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64),
+                "token_type_ids": types.astype(np.int64)}
 
     times = common.timed_pass(lambda batch: run(encode(batch)), warm, timed)
     return dict(common.text_pass_result(times, [encode(b)["attention_mask"] for b in timed]), **info)
