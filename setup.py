@@ -38,8 +38,10 @@ setuptools.setup(
         "bench": ["keras-hub>=0.32,<0.33", "torch==2.13.0", "transformers>=5.24,<5.25",
                   "openvino>=2026.4,<2026.5", "onnxruntime>=1.31,<1.33", "onnx>=1.20,<1.24",
                   "onnxscript>=0.7,<0.8"],
-        # albert-export --format=openvino (an OpenVINO IR for OpenVINO Model Server).
-        "openvino": ["openvino>=2026.4,<2026.5", "openvino-tokenizers>=2026.4,<2026.5"],
+        # albert-export --format=openvino (an OpenVINO IR for OpenVINO Model Server);
+        # openvino-tokenizers builds the text model from Hugging Face's tokenizer.
+        "openvino": ["openvino>=2026.4,<2026.5", "openvino-tokenizers>=2026.4,<2026.5",
+                     "transformers>=5.24,<5.25"],
     },
     entry_points={
         "console_scripts": [

@@ -18,6 +18,11 @@ albert_tf/export/ for every head's inputs and outputs. The text signatures
 need a model server with the tensorflow-text ops; --notext_signatures writes
 an ids-only model (serve_token_ids, also as serving_default) that a stock
 TF Serving loads.
+
+--format=openvino writes <export_dir>/<version>/model.xml + model.bin, an
+OpenVINO IR that OpenVINO Model Server serves with TF Serving's API (the
+encoder: text in, or ids with --notext_signatures; the classifier: ids only,
+--notext_signatures; see albert_tf/export/openvino.py).
 """
 
 from __future__ import annotations
@@ -62,38 +67,55 @@ def _load_model(head: str):
     return load_task_model(FLAGS.checkpoint), FLAGS.spm_model_file
 
 
+def _exporter():
+    """export_saved_model, or export_openvino for --format=openvino (checked before any model is loaded)."""
+    if FLAGS.format == "savedmodel":
+        from albert_tf.export import export_saved_model
+
+        return export_saved_model
+    from albert_tf.export.openvino import OPENVINO_HEADS, export_openvino
+
+    if FLAGS.head not in OPENVINO_HEADS:
+        raise app.UsageError(f"--format=openvino exports --head={' or '.join(OPENVINO_HEADS)}, not {FLAGS.head}.")
+    try:
+        import openvino  # noqa: F401
+        import openvino_tokenizers  # noqa: F401
+    except ImportError as e:
+        raise ImportError(f"--format=openvino needs the [openvino] extra (pip install 'albert-tf[openvino]'): {e}")
+    return export_openvino
+
+
 def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     for name in ("checkpoint", "export_dir", "head"):
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required.")
-    from albert_tf.export import export_saved_model
-
+    export = _exporter()
     if not os.path.exists(FLAGS.checkpoint) and not os.path.exists(FLAGS.checkpoint + ".index"):
         raise FileNotFoundError(f"--checkpoint={FLAGS.checkpoint!r} does not exist.")
     model, spm = _load_model(FLAGS.head)
-    path = export_saved_model(
-        model,
-        FLAGS.export_dir,
-        head=FLAGS.head,
-        version=FLAGS.version,
-        max_seq_length=FLAGS.max_seq_length,
-        spm_model_file=spm,
-        do_lower_case=FLAGS.do_lower_case,
-        top_k=FLAGS.top_k,
-        max_answer_length=FLAGS.max_answer_length,
-        text_signatures=FLAGS.text_signatures,
-        normalization=FLAGS.normalization,
-        doc_stride=FLAGS.doc_stride,
-        max_context_length=FLAGS.max_context_length,
-    )
+    settings = dict(head=FLAGS.head, version=FLAGS.version, max_seq_length=FLAGS.max_seq_length, spm_model_file=spm,
+                    do_lower_case=FLAGS.do_lower_case, text_signatures=FLAGS.text_signatures,
+                    normalization=FLAGS.normalization)
+    if FLAGS.format == "savedmodel":
+        settings.update(top_k=FLAGS.top_k, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
+                        max_context_length=FLAGS.max_context_length)
+    path = export(model, FLAGS.export_dir, **settings)
+    if FLAGS.format == "openvino":
+        logging.info("Exported the %s of %s to %s (OpenVINO IR for OpenVINO Model Server).", FLAGS.head,
+                     FLAGS.checkpoint, path)
+        return
     logging.info("Exported the %s of %s to %s (signatures: saved_model_cli show --dir %s --all).",
                  FLAGS.head, FLAGS.checkpoint, path, path)
 
 
 def _define_flags() -> None:
     export_flags.define_export_flags()
+    flags.DEFINE_enum("format", "savedmodel", ["savedmodel", "openvino"],
+                      "savedmodel: a TF Serving SavedModel. openvino: an OpenVINO IR (model.xml + model.bin) for "
+                      "OpenVINO Model Server: the encoder, or the classifier with --notext_signatures (needs the "
+                      "[openvino] extra).")
 
 
 def run() -> None:

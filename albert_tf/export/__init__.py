@@ -64,6 +64,10 @@ and tagging, `span_qa`: span decoding, `multiple_choice`), `pieces` (piece
 tables, SentencePiece-free decoding), `versions`, `assets` and `rest` (TF
 Serving's REST row format).
 
+`export_openvino(model, export_dir)` (`albert_tf.export.openvino`, the
+[openvino] extra, imported only when used) writes an OpenVINO IR that
+OpenVINO Model Server serves.
+
 `rest_predict(path, {"instances": [...]})` answers a TF Serving REST body
 with the SavedModel loaded in this process, to check an export without a
 model server.
@@ -91,5 +95,14 @@ from albert_tf.export.saved_model import DEFAULT_MAX_SEQ_LENGTH, export_saved_mo
 from albert_tf.export.span_qa import best_beam_spans, best_spans
 from albert_tf.export.versions import next_version
 
-__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_saved_model", "head_of",
-           "next_version", "rest_inputs", "rest_predict"]
+__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
+           "export_saved_model", "head_of", "next_version", "rest_inputs", "rest_predict"]
+
+
+def __getattr__(name):
+    # OpenVINO is imported only when its export is used.
+    if name == "export_openvino":
+        from albert_tf.export.openvino import export_openvino
+
+        return export_openvino
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

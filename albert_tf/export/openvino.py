@@ -1,0 +1,247 @@
+"""`export_openvino`: an OpenVINO IR that OpenVINO Model Server serves (the [openvino] extra).
+
+OpenVINO Model Server (OVMS) reads a model repository laid out as TF
+Serving's: `<repository>/<model_name>/<version>/` holding one `model.xml` +
+`model.bin`; this writes `export_dir/<version>/model.xml` (export_dir is the
+model's folder, as for the SavedModel). OVMS speaks TF Serving's REST and
+gRPC API, so `POST /v1/models/<model_name>:predict` with
+`{"instances": [{"text": "..."}]}` is the same request as for the SavedModel.
+
+The graph is made from the float32 ids signature (`serve_token_ids` of
+`export_saved_model(..., text_signatures=False)`, converted by OpenVINO's
+TensorFlow frontend; a mixed-precision model is exported from a float32 copy
+with the same weights: the frontend rejects bfloat16 constants, and the
+OpenVINO CPU plugin picks bf16 itself where the CPU has it). Inputs
+`input_ids`, `input_mask`, `segment_ids` (int32 [batch, seq]); outputs as the
+SavedModel's (encoder: `pooled_output`, `sequence_output`, `input_mask`).
+
+With text (the default; the encoder only, see TEXT_HEADS) the model's input is instead `text` (string
+[batch]): an openvino-tokenizers tokenizer built from the same SentencePiece
+model, with the original's normalisation written as its normalisation steps
+(Python's whitespace collapsed to one space and stripped, NFKD, characters of
+non-zero canonical combining class dropped, lower-casing; "xlnet" also turns
+`` and '' into "), then SentencePiece (the model's own normaliser, as
+tensorflow-text's op), truncation to max_seq_length - 2 pieces and
+`[CLS] ... [SEP]`, connected to the ids graph (segment_ids all 0). It answers
+as the SavedModel's `serving_default` except where `TEXT_DIFFERENCES` says.
+`text_pair` is not served: pairs go through the ids model
+(`text_signatures=False`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any, Optional
+
+OPENVINO_HEADS = ("encoder", "classifier")
+# Heads with the text model. The classifier's graph (a While loop) connected to the tokenizer fails in the
+# OpenVINO 2026.4 CPU plugin at inference (Broadcast shape check inside the Loop); its ids model works.
+TEXT_HEADS = ("encoder",)
+MODEL_FILE = "model.xml"
+# Where the text model's ids may differ from the SavedModel's serving_default.
+TEXT_DIFFERENCES = (
+    "Texts longer than max_seq_length * 64 characters: the SavedModel first cuts each text to that many "
+    "characters (bounded work for huge requests), the OpenVINO tokenizer normalises the whole text; the ids "
+    "differ only when the first max_seq_length pieces span more characters than that (long runs of "
+    "whitespace or combining marks).",
+    "Texts holding the literal strings \"<unk>\" or \"<pad>\": the OpenVINO tokenizer's unigram model reads "
+    "each as one piece (the <unk> or <pad> id); SentencePiece never makes those pieces from text and tokenizes "
+    "the characters.",
+    "With a vocabulary holding pieces of a digit then a comma (\"▁1,\"): the SavedModel splits such a piece "
+    "as the original's encode_pieces does (\"▁1\" \",\"), the OpenVINO tokenizer keeps it; "
+    "export_openvino logs a warning for such vocabularies.",
+)
+
+
+def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, version: Optional[int] = None,
+                    max_seq_length: Optional[int] = None, spm_model_file: Optional[str] = None,
+                    do_lower_case: Optional[bool] = None, normalization: Optional[str] = None,
+                    text_signatures: bool = True, label_names=None) -> str:
+    """Writes `model` as an OpenVINO IR to export_dir/<version>/model.xml (+ model.bin).
+
+    Args:
+        model: an `AlbertEncoder` or `AlbertClassifier` (OPENVINO_HEADS).
+        export_dir, head, version, max_seq_length, spm_model_file,
+        do_lower_case, normalization, label_names: as `export_saved_model`.
+        text_signatures: True (TEXT_HEADS only): the model takes `text`
+            (string [batch]), with the tokenizer inside; False: `input_ids`,
+            `input_mask`, `segment_ids`.
+
+    Returns:
+        The version folder written.
+
+    Raises:
+        ValueError: a head OpenVINO's export does not cover, or text for a
+            head outside TEXT_HEADS.
+        FileExistsError: export_dir/version exists already.
+    """
+    import openvino as ov
+
+    from albert_tf.export.heads import _resolve_head
+    from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
+    from albert_tf.export.versions import _choose_version
+
+    head = _resolve_head(model, head)
+    if head not in OPENVINO_HEADS:
+        raise ValueError(f"--format=openvino exports the heads {OPENVINO_HEADS}, not {head!r} (its outputs "
+                         "include strings or ragged decoding that the ids graph cannot hold); use the SavedModel.")
+    if text_signatures and head not in TEXT_HEADS:
+        raise ValueError(f"--format=openvino: head {head!r} is exported with ids inputs only (text_signatures=False / "
+                         f"--notext_signatures); the text model covers {TEXT_HEADS}.")
+    model = _float32_copy(model)
+    _, pre = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
+    work = tempfile.mkdtemp(prefix="albert-openvino-")
+    try:
+        saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
+                                   label_names=label_names, max_seq_length=max_seq_length,
+                                   spm_model_file=spm_model_file, do_lower_case=do_lower_case,
+                                   normalization=normalization)
+        ir = ov.convert_model(saved)
+        ir = _numeric_outputs(ir)
+        if text_signatures:
+            _warn_on_resplit(pre)
+            ir = _with_tokenizer(ir, pre)
+        final_dir = os.path.join(export_dir, str(_choose_version(export_dir, version)))
+        tmp_dir = os.path.join(work, "ir")
+        ov.save_model(ir, os.path.join(tmp_dir, MODEL_FILE), compress_to_fp16=False)
+        os.makedirs(export_dir, exist_ok=True)
+        if os.path.exists(final_dir):
+            raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
+        shutil.move(tmp_dir, final_dir)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final_dir
+
+
+def _warn_on_resplit(pre) -> None:
+    from absl import logging
+
+    from pipelines.tokenizer import SentencePieceVocab
+
+    if SentencePieceVocab.from_proto(pre.spm_model_proto).needs_resplit():
+        logging.warning("The SentencePiece model has pieces of a digit then a comma: the OpenVINO text model "
+                        "keeps them whole where the SavedModel splits them (albert_tf.export.openvino."
+                        "TEXT_DIFFERENCES); send ids (--notext_signatures) where that matters.")
+
+
+def _float32_copy(model):
+    """The model itself when it computes in float32, else a float32 copy with its weights."""
+    if getattr(model.dtype_policy, "compute_dtype", "float32") == "float32":
+        return model
+    config = model.get_config()
+    config["dtype"] = "float32"
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def _numeric_outputs(ir):
+    """The IR without string outputs (the classifier's `label`: clients map `probabilities` to names)."""
+    import openvino as ov
+
+    for out in list(ir.outputs):
+        if out.get_element_type() == ov.Type.string:
+            ir.remove_result(out.get_node())
+    return ir
+
+
+def _normalizer_steps(pre, precompiled) -> list:
+    """The original's preprocess_text as Hugging Face tokenizer.json normalizer steps."""
+    from pipelines import tokenizer as sp_tokenizer
+
+    steps = [{"type": "Replace", "pattern": {"Regex": sp_tokenizer._WHITESPACE_RE}, "content": " "},
+             {"type": "Strip", "strip_left": True, "strip_right": True}]
+    if pre.normalization == "xlnet":
+        steps += [{"type": "Replace", "pattern": {"String": "``"}, "content": '"'},
+                  {"type": "Replace", "pattern": {"String": "\'\'"}, "content": '"'}]
+    steps += [{"type": "NFKD"},
+              {"type": "Replace", "pattern": {"Regex": sp_tokenizer.combining_marks_regex()}, "content": ""}]
+    if pre.do_lower_case:
+        steps.append({"type": "Lowercase"})
+    return steps + ([precompiled] if precompiled else [])
+
+
+def _hf_tokenizer(pre):
+    """Hugging Face's ALBERT tokenizer of the SentencePiece model, with our normalisation and no special-token split."""
+    import json
+
+    import tokenizers
+    import transformers
+
+    folder = tempfile.mkdtemp(prefix="albert-openvino-spm-")
+    try:
+        with open(os.path.join(folder, "spiece.model"), "wb") as f:
+            f.write(pre.spm_model_proto)
+        hf = transformers.AlbertTokenizer.from_pretrained(folder, do_lower_case=pre.do_lower_case)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    spec = json.loads(hf.backend_tokenizer.to_str())
+    steps = spec["normalizer"]["normalizers"] if spec["normalizer"]["type"] == "Sequence" else [spec["normalizer"]]
+    precompiled = next((s for s in steps if s["type"] == "Precompiled"), None)
+    spec["normalizer"] = {"type": "Sequence", "normalizers": _normalizer_steps(pre, precompiled)}
+    hf._tokenizer = tokenizers.Tokenizer.from_str(json.dumps(spec))
+    return hf
+
+
+def _tokenizer_model(pre):
+    """openvino-tokenizers' model: text [B] -> input_ids, attention_mask (int32 [B, T]).
+
+    Built as `convert_tokenizer` builds it, less the step that reads special
+    tokens written in the text ("[MASK]", "<unk>") as their ids: the
+    SavedModel tokenizes such text as any other.
+    """
+    import openvino as ov
+    from openvino_tokenizers.hf_parser import TransformersTokenizerPipelineParser
+    from openvino_tokenizers.tokenizer_pipeline import SpecialTokensSplit
+    from openvino_tokenizers.utils import TokenzierConversionParams, change_outputs_type
+
+    hf = _hf_tokenizer(pre)
+    hf.model_max_length = int(pre.max_seq_length)
+    params = TokenzierConversionParams(max_length=int(pre.max_seq_length), truncation=True)
+    pipeline = TransformersTokenizerPipelineParser(hf, params).parse()
+    pipeline.steps = [_never_split() if isinstance(step, SpecialTokensSplit) else step for step in pipeline.steps]
+    graph = pipeline.get_tokenizer_ov_subgraph()
+    outputs = []
+    for name in ("input_ids", "attention_mask"):
+        out = next(o for o in graph.outputs if name in o.get_names())
+        outputs.append(out)
+    model = ov.Model(outputs, graph.get_parameters(), "albert_tokenizer")
+    model.add_sinks(graph.get_sinks())
+    return change_outputs_type(model, ov.Type.i32)
+
+
+def _never_split():
+    """The special-token split step with a pattern that matches nothing (the steps after it
+    take its output's form)."""
+    from openvino_tokenizers import tokenizer_pipeline as tp
+
+    class NoSpecialTokensSplit(tp.SpecialTokensSplit):
+        def get_ov_subgraph(self, input_nodes):
+            nodes = list(input_nodes) + list(tp.create_string_constant_node(r"([^\s\S])"))
+            return tp._get_factory().create("SpecialTokensSplit", nodes).outputs()
+
+    return NoSpecialTokensSplit()
+
+
+def _with_tokenizer(ir, pre):
+    """tokenizer -> ids graph: one model with the string input `text` (segment_ids all 0)."""
+    import openvino as ov
+    import openvino.opset15 as ops
+    from openvino_tokenizers import connect_models
+
+    segments = next(p for p in ir.get_parameters() if "segment_ids" in p.output(0).get_names())
+    ids = next(p for p in ir.get_parameters() if "input_ids" in p.output(0).get_names())
+    zeros = ops.multiply(ids, ops.constant(0, ov.Type.i32))
+    for target in list(segments.output(0).get_target_inputs()):
+        target.replace_source_output(zeros.output(0))
+    ir.remove_parameter(segments)
+    tokenizer = _tokenizer_model(pre)
+    combined = connect_models(tokenizer, ir, name_map={"input_ids": "input_ids", "attention_mask": "input_mask"})
+    combined.add_sinks(tokenizer.get_sinks())  # its state (ReadValue/Assign), which connect_models leaves out
+    combined.input(0).get_tensor().set_names({"text"})
+    for out in combined.outputs:
+        if "attention_mask" in out.get_names():
+            out.get_tensor().set_names({"input_mask"})
+    return combined
