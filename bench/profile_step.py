@@ -8,6 +8,13 @@ the share of each next to the matmul share the FLOP count predicts.
     python -m bench.profile_step --precision bfloat16 --batch 8 --seq 128
     python -m bench.profile_step --mode infer --batch 32
 
+With --fusions it also lists the ops of the graphs TensorFlow ran (after
+grappler and the oneDNN layout pass, from the run metadata's partition
+graphs), with each fused op's `fused_ops`, and counts per op family which
+oneDNN fusions fired and which ops stayed unfused:
+
+    python -m bench.profile_step --mode infer --batch 32 --fusions
+
 The trace stays in --logdir for TensorBoard's profile plugin.
 """
 
@@ -25,6 +32,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
 
+from albert_tf.layers.fused import executed_ops  # noqa: E402
+from bench.ab_layers import VARIANTS, patched  # noqa: E402
 from bench.systems import common, ours  # noqa: E402
 
 # Op types whose FLOPs are the model's matmuls.
@@ -68,18 +77,32 @@ def op_type_times(logdir: str) -> collections.Counter:
     return totals
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=("train", "infer"), default="train")
-    parser.add_argument("--precision", default="bfloat16")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--seq", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--logdir", default=None)
-    parser.add_argument("--top", type=int, default=25)
-    args = parser.parse_args()
-    logdir = args.logdir or tempfile.mkdtemp(prefix="albert-profile-")
+# (family, fused op types, unfused op types); a fused op counts with its fused_ops.
+FUSION_FAMILIES = (
+    ("MatMul (+BiasAdd, +activation)", ("_MklNativeFusedMatMul", "_FusedMatMul", "_MklFusedMatMul"),
+     ("_MklMatMul", "_MklNativeMatMul", "MatMul")),
+    ("BatchMatMul (+Mul, +Add)", ("_MklFusedBatchMatMulV2",),
+     ("_MklBatchMatMulV2", "_MklBatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "_MklEinsum", "Einsum")),
+    ("LayerNorm (unfused: one Rsqrt each)", ("_MklLayerNorm", "_MklNativeFusedBatchNormV3"), ("Rsqrt",)),
+    ("GELU / tanh (unfused: Tanh, Erf ops)", (), ("Tanh", "Erf")),
+    ("bias add outside a matmul", (), ("BiasAdd",)),
+    ("Cast", (), ("Cast", "_MklCast")),
+)
 
+
+def fusion_table(census: collections.Counter) -> str:
+    """Markdown rows: per op family, the fused ops (with what they fuse) and the unfused count."""
+    rows = ["| op family | fused (count per executed graph) | unfused |", "|---|---|---|"]
+    for family, fused_types, unfused_types in FUSION_FAMILIES:
+        fused = {k: n for k, n in census.items() if k.split("[")[0] in fused_types}
+        unfused = sum(n for k, n in census.items() if k in unfused_types)
+        fused_text = ", ".join(f"{k} x{n}" for k, n in sorted(fused.items())) or "none"
+        rows.append(f"| {family} | {fused_text} | {unfused} |")
+    return "\n".join(rows)
+
+
+def _step(args):
+    """(run, model FLOPs per call) for --mode at --batch/--seq."""
     import albert_tf
     from albert_tf import runtime
     from albert_tf.training.state import TrainState
@@ -107,6 +130,30 @@ def main() -> None:
         fwd = tf.function(lambda x: enc(x, training=False)["pooled_output"])
         run = lambda: fwd(inputs).numpy()  # noqa: E731
         flops = common.forward_flops(shape, args.seq, None) * args.batch
+    return run, flops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", choices=("train", "infer"), default="train")
+    parser.add_argument("--precision", default="bfloat16")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--logdir", default=None)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--fusions", action="store_true",
+                        help="also list the executed graph's ops and which oneDNN fusions fired")
+    parser.add_argument("--layers", default="after",
+                        help="layer code path, a variant of bench.ab_layers ('before': before issue 18)")
+    args = parser.parse_args()
+    logdir = args.logdir or tempfile.mkdtemp(prefix="albert-profile-")
+
+    run, flops = _step(args)
+    with patched(VARIANTS[args.layers]):  # the first call traces
+        census = executed_ops(run) if args.fusions else None
+        if census is None:
+            run()
     for _ in range(2):
         run()
     tf.profiler.experimental.start(logdir)
@@ -127,6 +174,11 @@ def main() -> None:
     print("| op type | ms per step | share |\n|---|---|---|")
     for name, us in totals.most_common(args.top):
         print(f"| {name} | {us / args.steps / 1e3:.1f} | {100 * us / args.steps / busy:.1f}% |")
+    if census is not None:
+        print(fusion_table(census))
+        print("| executed op (fused ops) | nodes |\n|---|---|")
+        for name, count in census.most_common(args.top):
+            print(f"| {name} | {count} |")
     print(f"trace: {logdir}")
 
 

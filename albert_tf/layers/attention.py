@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
+from albert_tf.layers.fused import dense_2d, flatten_tokens, unflatten_tokens
 
 # The original adds this to the scores of masked keys (modeling.py).
 MASK_ADDER = -10000.0
@@ -21,8 +22,12 @@ class AlbertAttention(keras.layers.Layer):
     """Multi-head self-attention, output projection, residual, LayerNorm.
 
     Computes `LayerNorm(x + dropout(W_o . softmax(q k^T / sqrt(D) + bias) v))`
-    as the original (post-LN). Scores, mask and softmax are float32 under
-    mixed precision; the projections run in the compute dtype.
+    as the original (post-LN). Under mixed precision the projections, the
+    scores with their scale and mask, and the context run in the compute
+    dtype; softmax, residual and LayerNorm in float32. The graph has the
+    shapes TensorFlow's oneDNN remapper fuses (see `albert_tf.layers.fused`):
+    the projections are 2-D MatMul + BiasAdd, the scores one
+    BatchMatMul * scale + mask.
 
     Args:
         hidden_size: width H (query/key/value/output kernels are [H, H]).
@@ -80,25 +85,39 @@ class AlbertAttention(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
-    def _split_heads(self, x):
-        shape = tf.shape(x)
-        return tf.reshape(x, [shape[0], shape[1], self.num_attention_heads, self.head_size])
+    # Softmax input dtype; float32 (the original's) unless a test shows the
+    # compute dtype is good enough.
+    softmax_in_float32 = True
+
+    def build(self, x_shape, mask_bias_shape=None):
+        for dense in (self.query, self.key, self.value, self.output_dense):
+            dense.build((None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
+
+    def _heads(self, dense, x2d, batch_size, scale=1.0):
+        """[B*T, H] -> [B, N, T, D] projection."""
+        y = tf.reshape(dense_2d(dense, x2d, scale), [batch_size, -1, self.num_attention_heads, self.head_size])
+        return tf.transpose(y, [0, 2, 1, 3])
 
     def call(self, x, mask_bias, training=None):
-        q = self._split_heads(self.query(x))
-        k = self._split_heads(self.key(x))
-        v = self._split_heads(self.value(x))
-        scores = tf.einsum("btnd,bsnd->bnts", q, k)
-        # Keras autocasts float arguments to the compute dtype; the bias (0 or
-        # -10000) is exact enough in bfloat16/float16 and goes back to float32.
-        scores = tf.cast(scores, tf.float32) * (1.0 / math.sqrt(self.head_size)) + tf.cast(mask_bias, tf.float32)
-        probs = tf.nn.softmax(scores, axis=-1)
-        probs = self.attention_dropout(probs, training=training)
-        context = tf.einsum("bnts,bsnd->btnd", tf.cast(probs, q.dtype), v)
-        shape = tf.shape(x)
-        context = tf.reshape(context, [shape[0], shape[1], self.hidden_size])
-        out = self.output_dropout(self.output_dense(context), training=training)
-        return self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x, tf.float32))
+        batch_size = tf.shape(x)[0]
+        x2d = flatten_tokens(x)
+        q = self._heads(self.query, x2d, batch_size)
+        k = self._heads(self.key, x2d, batch_size)
+        v = self._heads(self.value, x2d, batch_size)
+        # One BatchMatMul * scale + mask: the remapper's fused pattern. For
+        # D = 64 the scale (1/8) is exact in every dtype, and the mask (0 or
+        # -10000) is exact enough in bfloat16/float16.
+        scale = tf.constant(1.0 / math.sqrt(self.head_size), q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True) * scale + tf.cast(mask_bias, q.dtype)
+        if self.softmax_in_float32:
+            scores = tf.cast(scores, tf.float32)
+        probs = self.attention_dropout(tf.nn.softmax(scores, axis=-1), training=training)
+        context = tf.matmul(tf.cast(probs, v.dtype), v)
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
+        out = self.output_dropout(dense_2d(self.output_dense, context), training=training)
+        out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
+        return unflatten_tokens(out, x)
 
     def get_config(self):
         config = super().get_config()

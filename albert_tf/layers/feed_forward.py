@@ -5,10 +5,14 @@ import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
+from albert_tf.layers.fused import dense_2d, flatten_tokens, unflatten_tokens
 
 
 class AlbertFeedForward(keras.layers.Layer):
     """`LayerNorm(x + dropout(W_2 act(W_1 x + b_1) + b_2))`, as the original.
+
+    The dense layers run on the tokens as one 2-D matrix, so that TensorFlow's
+    oneDNN remapper fuses MatMul + BiasAdd (+ GELU) (`albert_tf.layers.fused`).
 
     Args:
         hidden_size: width H.
@@ -56,10 +60,17 @@ class AlbertFeedForward(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
+    def build(self, x_shape):
+        self.intermediate.build((None, self.hidden_size))
+        self.output_dense.build((None, self.intermediate_size))
+        self.layer_norm.build((None, self.hidden_size))
+
     def call(self, x, training=None):
-        out = self.output_dense(self.intermediate(x))
+        x2d = flatten_tokens(x)
+        out = dense_2d(self.output_dense, dense_2d(self.intermediate, x2d))
         out = self.output_dropout(out, training=training)
-        return self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x, tf.float32))
+        out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
+        return unflatten_tokens(out, x)
 
     def get_config(self):
         config = super().get_config()

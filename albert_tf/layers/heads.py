@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
+from albert_tf.layers.fused import dense_2d, flatten_tokens
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -46,13 +47,17 @@ class MaskedLMHead(keras.layers.Layer):
         self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
     def build(self, x_shape, embedding_table_shape=None):
+        self.transform.build((None, x_shape[-1]))
+        self.layer_norm.build((None, self.embedding_size))
         self.output_bias = self.add_weight(shape=(self.vocab_size,), initializer="zeros", name="output_bias")
 
     def call(self, x, embedding_table):
-        x = self.layer_norm(self.transform(x))
+        # [B, P, H] as one 2-D matrix: MatMul + BiasAdd + GELU fuse (albert_tf.layers.fused).
+        h = self.layer_norm(dense_2d(self.transform, flatten_tokens(x)))
         table = tf.cast(embedding_table, self.compute_dtype)
-        logits = tf.matmul(tf.cast(x, self.compute_dtype), table, transpose_b=True)
-        return tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        logits = tf.matmul(tf.cast(h, self.compute_dtype), table, transpose_b=True)
+        logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)
+        return tf.reshape(logits, tf.concat([tf.shape(x)[:-1], [self.vocab_size]], 0))
 
     def get_config(self):
         config = super().get_config()

@@ -1,0 +1,100 @@
+"""Graph shapes that TensorFlow's oneDNN remapper fuses on CPUs.
+
+Grappler's remapper (TensorFlow 2.21, oneDNN builds) fuses only exact
+patterns, float32 and bfloat16 alike:
+
+- `MatMul + BiasAdd` (an AddV2 of a 1-D bias counts) into `_FusedMatMul`,
+  plus `tf.nn.gelu` (tanh or erf form) into the same op. Keras's `Dense`
+  on a 3-D input goes through `tf.tensordot` (MatMul, then Reshape, then the
+  bias add), and the Reshape between them blocks the fusion.
+  `dense_2d` runs a Dense layer's weights on a 2-D input instead.
+- `BatchMatMulV2 * scalar + addend` into `_MklFusedBatchMatMulV2` (the
+  attention scores with their scale and mask).
+
+`python -m bench.profile_step --fusions` lists the fused ops a step runs.
+"""
+
+import collections
+
+import keras
+import tensorflow as tf
+
+def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
+    """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
+
+    Computes in the layer's compute dtype, as calling the layer would, but as
+    `MatMul + BiasAdd (+ Gelu)`, which the remapper fuses into one oneDNN op.
+
+    Args:
+        layer: a built `keras.layers.Dense` with a bias.
+        x: [N, in] tensor.
+        scale: multiplies kernel and bias (`scale * dense(x)` before the
+            activation); exact when it is a power of two.
+
+    Returns:
+        [N, units] tensor in the layer's compute dtype.
+
+    Example:
+    >>> layer = keras.layers.Dense(3, activation="tanh")
+    >>> layer.build((None, 4))
+    >>> x = tf.random.normal([2, 4])
+    >>> bool(tf.reduce_all(tf.abs(dense_2d(layer, x) - layer(x)) < 1e-6))
+    True
+    """
+    dtype = layer.compute_dtype
+    kernel, bias = tf.cast(layer.kernel, dtype), tf.cast(layer.bias, dtype)
+    if scale != 1.0:
+        kernel, bias = kernel * scale, bias * scale
+    y = tf.nn.bias_add(tf.matmul(tf.cast(x, dtype), kernel), bias)
+    return layer.activation(y)
+
+
+def flatten_tokens(x: tf.Tensor) -> tf.Tensor:
+    """[B, T, W] -> [B*T, W] (the static last dimension kept)."""
+    return tf.reshape(x, [-1, x.shape[-1]])
+
+
+def unflatten_tokens(x: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
+    """[B*T, W] -> [B, T, W] with B and T taken from `like`."""
+    shape = tf.shape(like)
+    return tf.reshape(x, [shape[0], shape[1], x.shape[-1]])
+
+
+# Partition-graph nodes that are bookkeeping, not work.
+_NOT_WORK = {"Const", "_Arg", "_Retval", "ReadVariableOp", "Identity", "NoOp", "_Recv", "_Send",
+             "AssignVariableOp", "AssignAddVariableOp", "VarHandleOp", "_HostRecv", "_HostSend"}
+
+
+def executed_ops(run) -> collections.Counter:
+    """Node counts of the graphs TensorFlow executes when `run()` first runs.
+
+    The graphs are the partition graphs of the run metadata: after grappler
+    (the oneDNN remapper) and the oneDNN layout pass, so fused ops appear as
+    e.g. "_MklNativeFusedMatMul[BiasAdd,GeluApproximate]" (op type, then its
+    `fused_ops`). `run` must call tf.functions not yet run (graphs are
+    collected when a function is instantiated).
+
+    Example:
+    >>> f = tf.function(lambda x: x * 2.0)
+    >>> executed_ops(lambda: f(tf.ones([2])))
+    Counter({'Mul': 1})
+    """
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    ctx.enable_graph_collection()
+    try:
+        run()
+        metadata = ctx.export_run_metadata()
+    finally:
+        ctx.disable_graph_collection()
+    census: collections.Counter = collections.Counter()
+    for function_graphs in metadata.function_graphs:
+        for graph in function_graphs.partition_graphs:
+            for node in graph.node:
+                if node.op in _NOT_WORK:
+                    continue
+                fused = node.attr["fused_ops"].list.s if "fused_ops" in node.attr else None
+                key = node.op + ("[" + ",".join(s.decode() for s in fused) + "]" if fused is not None else "")
+                census[key] += 1
+    return census
