@@ -94,9 +94,9 @@ class AlbertAttention(keras.layers.Layer):
             dense.build((None, self.hidden_size))
         self.layer_norm.build((None, self.hidden_size))
 
-    def _heads(self, dense, x2d, batch_size, scale=1.0):
+    def _heads(self, dense, x2d, batch_size):
         """[B*T, H] -> [B, N, T, D] projection."""
-        y = tf.reshape(dense_2d(dense, x2d, scale), [batch_size, -1, self.num_attention_heads, self.head_size])
+        y = tf.reshape(dense_2d(dense, x2d), [batch_size, -1, self.num_attention_heads, self.head_size])
         return tf.transpose(y, [0, 2, 1, 3])
 
     def call(self, x, mask_bias, training=None):

@@ -1,15 +1,17 @@
 """Graph shapes that TensorFlow's oneDNN remapper fuses on CPUs.
 
 Grappler's remapper (TensorFlow 2.21, oneDNN builds) fuses only exact
-patterns, float32 and bfloat16 alike:
+patterns:
 
 - `MatMul + BiasAdd` (an AddV2 of a 1-D bias counts) into `_FusedMatMul`,
+  float32 and bfloat16,
   plus `tf.nn.gelu` (tanh or erf form) into the same op. Keras's `Dense`
   on a 3-D input goes through `tf.tensordot` (MatMul, then Reshape, then the
   bias add), and the Reshape between them blocks the fusion.
   `dense_2d` runs a Dense layer's weights on a 2-D input instead.
 - `BatchMatMulV2 * scalar + addend` into `_MklFusedBatchMatMulV2` (the
-  attention scores with their scale and mask).
+  attention scores with their scale and mask); in our graphs it fires in
+  bfloat16, not in float32.
 
 `python -m bench.profile_step --fusions` lists the fused ops a step runs.
 """
@@ -18,6 +20,7 @@ import collections
 
 import keras
 import tensorflow as tf
+
 
 def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
     """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
