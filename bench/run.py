@@ -208,7 +208,10 @@ def _infer_plan(quick: bool) -> List[Measurement]:
             continue
         for system, (runtime, precisions) in ONNX_RUNTIMES.items():
             skip = missing_package(runtime)
-            hints = ("THROUGHPUT", "LATENCY") if runtime == "openvino" and not quick else ("THROUGHPUT",)
+            # LATENCY first: one synchronous batch gets every core (THROUGHPUT makes a stream per core, and
+            # on 2 cores it measured 10.8 seq/s in bench.run against 22.2 for LATENCY run by hand:
+            # bench/results/performance_notes.md).
+            hints = ("LATENCY", "THROUGHPUT") if runtime == "openvino" and not quick else ("LATENCY",)
             for precision in precisions:
                 for hint in (hints if runtime == "openvino" else (None,)):
                     extra = {"hint": hint} if hint else {}
@@ -241,7 +244,7 @@ def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
             out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **kw)))
         for system, (runtime, precisions) in ONNX_RUNTIMES.items():
             for precision in (precisions if best else precisions[:1]):
-                extra = {"hint": "THROUGHPUT"} if runtime == "openvino" else {}
+                extra = {"hint": "LATENCY"} if runtime == "openvino" else {}
                 out.append(Measurement("text", system, "hf", "onnx_text",
                                        dict(runtime=runtime, precision=precision, **kw, **extra),
                                        skip=missing_package(runtime)))
