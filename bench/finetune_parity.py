@@ -409,7 +409,7 @@ def finetune_run(run: Run, task: dict, s: Settings, init: dict, scratch: str, th
     if not epochs:
         raise RuntimeError(f"No 'Epoch N dev:' line in albert-finetune's log:\n{proc.stderr[-3000:]}")
     result = {"epochs": epochs, "final": epochs[-1], "seconds": time.perf_counter() - started,
-              "output_dir": out}
+              "output_dir": os.path.relpath(out, REPO_DIR)}  # no machine path in the results
     return result
 
 
@@ -773,9 +773,10 @@ def check_binary_data(journal: Journal, tasks: Dict[str, dict], in_process: bool
     out = {}
     for name, task in tasks.items():
         rows = [r for r in journal.rows.values() if r["task"] == name and r["system"] == "finetune"]
-        kept = [r for r in rows if os.path.exists(os.path.join(r.get("output_dir", ""), "task_config.json"))]
+        folders = [os.path.join(REPO_DIR, r.get("output_dir", "")) for r in rows]  # relative to the repo
+        kept = [f for f in folders if os.path.exists(os.path.join(f, "task_config.json"))]
         if kept:
-            digest = call("finetune_digest", dict(output_dir=kept[-1]["output_dir"], task_dir=task["folder"],
+            digest = call("finetune_digest", dict(output_dir=kept[-1], task_dir=task["folder"],
                                                   regression=task["regression"]), 0, 600, in_process)["data_digest"]
             if digest != task["data_digest"]:
                 raise RuntimeError(f"albert-finetune trained on other ids than the other systems for {name}: "
