@@ -2,8 +2,9 @@
 
 Measures, in one run, albert-tf against keras-hub (TensorFlow backend),
 Hugging Face transformers (PyTorch), and OpenVINO and ONNX Runtime running
-Hugging Face's AlbertModel exported to ONNX, on ALBERT-base built from the
-same config with random weights:
+Hugging Face's AlbertModel exported to ONNX, and OpenVINO running our encoder
+through our own export (`albert-export --format=openvino`), on ALBERT-base
+built from the same config with random weights:
 
 * training sequences/s (MLM + SOP, the MLM head on 20 masked positions for
   every system): ours through albert-pretrain's step and through
@@ -104,6 +105,8 @@ BEST_USE, SAME_PADDING = "each system at its best normal use", "same padding"
 OPENVINO, ONNXRUNTIME = "OpenVINO (HF model, ONNX)", "ONNX Runtime (HF model, ONNX)"
 # The rows each runtime gets (module bench.systems.onnx_runtimes, the [bench] extra).
 ONNX_RUNTIMES = {OPENVINO: ("openvino", ("bfloat16",)), ONNXRUNTIME: ("onnxruntime", ("float32", "int8"))}
+# Our encoder through `albert-export --format=openvino`, compiled as the OpenVINO row (bench.systems.ours_openvino).
+OURS_OPENVINO = "albert-tf (our OpenVINO export)"
 
 
 def missing_package(name: str) -> str:
@@ -123,7 +126,7 @@ def plan(quick: bool, spm_path: str, pool_file: str, smoke: bool = False) -> Lis
     """
     out: List[Measurement] = _matmul_plan(quick)
     out += _train_plan(quick)
-    out += _infer_plan(quick)
+    out += _infer_plan(quick, spm_path)
     out += text_plan(spm_path, pool_file, quick)
     out += finetune_plan(spm_path, pool_file, smoke)
     out += _large(quick, 4 if quick else 8)
@@ -182,7 +185,9 @@ def _train_plan(quick: bool) -> List[Measurement]:
     return out
 
 
-def _infer_plan(quick: bool) -> List[Measurement]:
+def _infer_plan(quick: bool, spm_path: str = "") -> List[Measurement]:
+    """Encoder inference; spm_path: the text benchmarks' SentencePiece model (our OpenVINO export's ids
+    model is written with it, padded to the vocabulary; "": the module trains its own)."""
     out: List[Measurement] = []
     infer_steps = dict(warmup=2, steps=5 if quick else 10)
     for batch in ((8, 32) if quick else (1, 8, 32)):
@@ -206,6 +211,11 @@ def _infer_plan(quick: bool) -> List[Measurement]:
                                             rows_per_bucket=8, **infer_steps)))
         if batch == 1 or (quick and batch != 32):
             continue
+        if batch == 32:
+            out.append(Measurement("infer", OURS_OPENVINO, "ours_openvino", "infer",
+                                   dict(precision="bfloat16", batch=batch, seq=128, hint="LATENCY", **infer_steps,
+                                        **({"spm_path": spm_path} if spm_path else {})),
+                                   skip=missing_package("openvino")))
         for system, (runtime, precisions) in ONNX_RUNTIMES.items():
             skip = missing_package(runtime)
             # LATENCY first: one synchronous batch gets every core (THROUGHPUT makes a stream per core, and
@@ -223,9 +233,9 @@ def _infer_plan(quick: bool) -> List[Measurement]:
 
 def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
     """Raw-text inference: each system at its best normal use on length-grouped batches
-    (ours: its in-graph buckets; keras-hub: pre-packed to the bucket's length; Hugging Face
-    and the ONNX runtimes: padding to each batch's longest), and on the same random
-    batches each padded to its longest row (ours without its buckets)."""
+    (ours: its in-graph buckets; keras-hub: pre-packed to the bucket's length; Hugging Face,
+    the ONNX runtimes and our OpenVINO export's text model: padding to each batch's longest),
+    and on the same random batches each padded to its longest row (ours without its buckets)."""
     out: List[Measurement] = []
     steps = dict(warmup=TEXT_WARMUP, steps=TEXT_STEPS[quick])
     for feed in (common.GROUPED, common.RANDOM):
@@ -242,6 +252,10 @@ def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
             out.append(Measurement("text", "keras-hub", "kerashub", "text",
                                    dict(precision=precision, padding="bucket" if best else "longest", **kw)))
             out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **kw)))
+        if best:  # the text model (tokenizer inside, padding to the longest row), compiled as the OpenVINO row
+            out.append(Measurement("text", OURS_OPENVINO, "ours_openvino", "text",
+                                   dict(precision="bfloat16", hint="LATENCY", **kw),
+                                   skip=missing_package("openvino") or missing_package("openvino_tokenizers")))
         for system, (runtime, precisions) in ONNX_RUNTIMES.items():
             for precision in (precisions if best else precisions[:1]):
                 extra = {"hint": "LATENCY"} if runtime == "openvino" else {}
@@ -490,7 +504,9 @@ def header_lines(header: Dict[str, object]) -> List[str]:
         f"{common.PREDICTIONS_PER_SEQ} masked positions; training uses LAMB (Hugging Face: torch AdamW, "
         "PyTorch has no LAMB) with global-norm clipping; keras-hub's AlbertMaskedLM has no SOP head. "
         "bfloat16 is Keras mixed_bfloat16 / torch.autocast (float32 weights). OpenVINO and ONNX Runtime run "
-        "Hugging Face's AlbertModel exported to ONNX (`bench/systems/onnx_runtimes.py`).",
+        "Hugging Face's AlbertModel exported to ONNX (`bench/systems/onnx_runtimes.py`); "
+        f"{OURS_OPENVINO} is our encoder written by `albert-export --format=openvino` and run by OpenVINO with "
+        "the same settings (`bench/systems/ours_openvino.py`).",
         "",
     ]
 
@@ -539,13 +555,30 @@ def infer_section(infer: Sequence[Measurement], limits: Dict[str, float]) -> Lis
     lines += throughput_table(infer, lambda m: common.forward_flops(base, m.kwargs["seq"], None), limits, "seq/s")
     for batch in sorted({m.kwargs["batch"] for m in infer}):
         lines += _ratio_lines([m for m in infer if m.kwargs["batch"] == batch], f"inference at batch {batch}")
-    checks = [m for m in infer if m.median("max_diff_vs_hf") is not None]
-    if checks:
-        lines += ["Outputs against Hugging Face torch (float32) on one padded batch: " + "; ".join(
-            f"{m.system} {m.kwargs['precision']}: largest difference {m.median('max_diff_vs_hf'):.3g}"
-            + ("" if all(r.get("within_bf16_tolerance") for r in m.runs) else " (OUTSIDE bf16 tolerance)")
-            for m in checks) + ".", ""]
+    return lines + check_lines(infer)
+
+
+# The output checks' keys and what each compares against (onnx_runtimes.compare_outputs).
+CHECKS = (("max_diff_vs_hf", "Hugging Face torch (float32)"), ("max_diff_vs_keras", "our Keras encoder (float32)"))
+
+
+def check_lines(rows: Sequence[Measurement]) -> List[str]:
+    """One line per reference: each checked row's largest output difference on one padded batch."""
+    lines = []
+    for key, reference in CHECKS:
+        checks = [m for m in rows if any(key in r for r in m.runs)]
+        if checks:
+            lines += [f"Outputs against {reference} on one padded batch: " + "; ".join(
+                f"{m.system} {m.kwargs['precision']}: {_check_text(m, key)}" for m in checks) + ".", ""]
     return lines
+
+
+def _check_text(m: Measurement, key: str) -> str:
+    if any(r.get("same_tokens") is False for r in m.runs):
+        return "OTHER TOKENS than our TensorFlow preprocessor"
+    diff = m.median(key)
+    return ("largest difference " + ("n/a" if diff is None else f"{diff:.3g}")
+            + ("" if all(r.get("within_bf16_tolerance") for r in m.runs) else " (OUTSIDE bf16 tolerance)"))
 
 
 def text_section(text: Sequence[Measurement]) -> List[str]:
@@ -561,7 +594,9 @@ def text_section(text: Sequence[Measurement]) -> List[str]:
              "batch's longest) with its length buckets of rows, and the exported SavedModel (`serving_default`); "
              "keras-hub: AlbertTokenizer + AlbertTextClassifierPreprocessor, pre-packed to the bucket's length "
              f"(the batch's longest rounded up to a multiple of {common.BUCKET_STEP}) + backbone; Hugging Face "
-             "and the ONNX runtimes: AlbertTokenizer (Rust, from spiece.model; padding='longest') + the model.",
+             "and the ONNX runtimes: AlbertTokenizer (Rust, from spiece.model; padding='longest') + the model; "
+             f"{OURS_OPENVINO}: our encoder's text model from `albert-export --format=openvino` (openvino-tokenizers "
+             "inside, padding to the batch's longest), compiled as the OpenVINO row.",
              f"- **{SAME_PADDING}**: random batches, every system padding each batch to its longest row (ours "
              "without its buckets; keras-hub packed to that length).", ""]
     for name in (BEST_USE, SAME_PADDING):
@@ -579,7 +614,7 @@ def text_section(text: Sequence[Measurement]) -> List[str]:
                          f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | {lat} | "
                          f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
         lines += [""] + _ratio_lines(rows, f"raw text, {name}")
-    return lines
+    return lines + check_lines(text)
 
 
 def _paired_ratios(a: Measurement, b: Measurement) -> List[float]:

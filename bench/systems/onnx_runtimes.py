@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -110,18 +110,20 @@ def _feeds(ex: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             "token_type_ids": ex["segment_ids"].astype(np.int64)}
 
 
-def _openvino_runner(path: str, precision: str, hint: str) -> Tuple[Runner, Dict[str, object]]:
+def _openvino_runner(path: str, precision: str, hint: str,
+                     output_names: Sequence[str] = OUTPUTS) -> Tuple[Runner, Dict[str, object]]:
+    """run(feeds) -> the outputs named (in that order) of the model file compiled for one synchronous request."""
     import openvino as ov
 
     core = ov.Core()
     compiled = core.compile_model(core.read_model(path), "CPU", {
         "PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32"})
     request = compiled.create_infer_request()
-    outputs = [compiled.output(name) for name in OUTPUTS]
+    outputs = [compiled.output(name) for name in output_names]
 
     def run(feeds):
         result = request.infer(feeds)
-        return result[outputs[0]], result[outputs[1]]
+        return tuple(result[out] for out in outputs)
 
     info = {"performance_hint": hint,
             "inference_precision": compiled.get_property("INFERENCE_PRECISION_HINT").to_string(),
@@ -172,28 +174,41 @@ def _torch_outputs(model, feeds, precision: str):
     return out.last_hidden_state.float().numpy(), out.pooler_output.float().numpy()
 
 
-def _compare(run: Runner, config, batch: int, seq: int) -> Dict[str, object]:
-    feeds = _check_inputs(batch, seq, config.vocab_size)
-    model = _torch_model(config)
-    valid = feeds["attention_mask"].astype(bool)
-    want = _torch_outputs(model, feeds, "float32")
-    hf_bf16 = _torch_outputs(model, feeds, "bfloat16")
-    got = run(feeds)
+def compare_outputs(got, want, want_bf16, valid: np.ndarray, reference: str = "hf") -> Dict[str, object]:
+    """A runtime's (sequence, pooled) outputs against a float32 reference's.
+
+    want_bf16: the reference's own bfloat16 outputs (the size of bf16's
+    rounding); valid: [batch, seq] bool, the real positions (the padded ones
+    of the sequence output are not defined outputs). Returns per output the
+    largest absolute difference, the scale (largest |value| of the
+    reference) and the reference's bf16 difference; "max_diff_vs_<reference>"
+    and "<reference>_bf16_max_diff" (the larger of the two outputs'), and
+    "within_bf16_tolerance": every difference at most
+    BF16_RELATIVE_TOLERANCE times its output's scale.
+    """
     out: Dict[str, object] = {}
     within = True
     for i, name in enumerate(("sequence", "pooled")):
-        # Padded positions of the sequence output are not defined outputs.
         pick = (lambda x: x[valid]) if name == "sequence" else (lambda x: x)
         ref = pick(want[i])
         diff = float(np.max(np.abs(pick(np.asarray(got[i], np.float32)) - ref)))
         out[f"{name}_max_diff"] = diff
         out[f"{name}_scale"] = float(np.max(np.abs(ref)))
-        out[f"{name}_hf_bf16_max_diff"] = float(np.max(np.abs(pick(hf_bf16[i]) - ref)))
+        out[f"{name}_{reference}_bf16_max_diff"] = float(np.max(np.abs(pick(want_bf16[i]) - ref)))
         within = within and diff <= BF16_RELATIVE_TOLERANCE * out[f"{name}_scale"]
-    out["max_diff_vs_hf"] = max(out["sequence_max_diff"], out["pooled_max_diff"])
-    out["hf_bf16_max_diff"] = max(out["sequence_hf_bf16_max_diff"], out["pooled_hf_bf16_max_diff"])
+    out[f"max_diff_vs_{reference}"] = max(out["sequence_max_diff"], out["pooled_max_diff"])
+    out[f"{reference}_bf16_max_diff"] = max(out[f"sequence_{reference}_bf16_max_diff"],
+                                            out[f"pooled_{reference}_bf16_max_diff"])
     out["within_bf16_tolerance"] = within
     return out
+
+
+def _compare(run: Runner, config, batch: int, seq: int) -> Dict[str, object]:
+    feeds = _check_inputs(batch, seq, config.vocab_size)
+    model = _torch_model(config)
+    want = _torch_outputs(model, feeds, "float32")
+    hf_bf16 = _torch_outputs(model, feeds, "bfloat16")
+    return compare_outputs(run(feeds), want, hf_bf16, feeds["attention_mask"].astype(bool))
 
 
 def check_outputs(runtime: str, precision: str, batch: int = 4, seq: int = 32, config=None,

@@ -171,3 +171,51 @@ def test_mfu_limit_is_the_better_of_tensorflow_and_openvino_not_torch():
     assert run.matmul_limits([tf_rates, ov, torch_rates]) == {"bfloat16": 500.0}
     table = "\n".join(run.matmul_section([tf_rates, ov, torch_rates], run.matmul_limits([tf_rates, ov])))
     assert "| openvino (openvino) | bfloat16 | 500 |" in table and "| torch (torch) | bfloat16 | 900 |" in table
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_plan_has_our_openvino_export_next_to_openvino(quick):
+    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO]
+    infer = [m for m in rows if m.group == "infer"]
+    assert [(m.module, m.function, m.kwargs["batch"], m.kwargs["seq"], m.kwargs["precision"], m.kwargs["hint"])
+            for m in infer] == [("ours_openvino", "infer", 32, 128, "bfloat16", "LATENCY")]
+    assert infer[0].kwargs["spm_path"] == "sp.model"
+    text = [m for m in rows if m.group == "text"]
+    assert all(m.function == "text" and m.kwargs["precision"] == "bfloat16" for m in text)
+    assert [m.kwargs["feed"] for m in text] == [common.GROUPED] and run.comparison(text[0]) == run.BEST_USE
+    assert run._is_ours(run.OURS_OPENVINO)
+    import inspect
+
+    from bench.systems import ours_openvino  # numpy-only at import: the worker's call binds
+
+    for m in rows:
+        inspect.signature(getattr(ours_openvino, m.function)).bind(**m.kwargs)
+
+
+def test_our_openvino_rows_skip_without_openvino(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "openvino_tokenizers" else real(name, *a))
+    rows = {m.group: m for m in run.plan(True, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO}
+    assert rows["text"].skip == "not installed: openvino_tokenizers (pip install -e '.[bench]')"
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a))
+    rows = [m for m in run.plan(True, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO]
+    assert rows and all(m.skip.startswith("not installed: openvino") for m in rows)
+
+
+def test_check_lines_name_the_reference():
+    kw = dict(precision="bfloat16", batch=32, seq=128)
+    hf_row = _measured("infer", run.OPENVINO, "onnx_runtimes", "infer", kw, [1.0])
+    hf_row.runs[0].update(max_diff_vs_hf=0.01, within_bf16_tolerance=True)
+    ours = _measured("infer", run.OURS_OPENVINO, "ours_openvino", "infer", kw, [1.0])
+    ours.runs[0].update(max_diff_vs_keras=0.02, within_bf16_tolerance=False)
+    other = _measured("text", run.OURS_OPENVINO, "ours_openvino", "text", kw, [1.0])
+    other.runs[0].update(max_diff_vs_keras=None, same_tokens=False, within_bf16_tolerance=False)
+    lines = run.check_lines([hf_row, ours, other])
+    assert lines[0] == f"Outputs against Hugging Face torch (float32) on one padded batch: {run.OPENVINO} bfloat16: " \
+        "largest difference 0.01."
+    assert lines[2] == (f"Outputs against our Keras encoder (float32) on one padded batch: {run.OURS_OPENVINO} "
+                        "bfloat16: largest difference 0.02 (OUTSIDE bf16 tolerance); "
+                        f"{run.OURS_OPENVINO} bfloat16: OTHER TOKENS than our TensorFlow preprocessor.")
