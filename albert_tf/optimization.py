@@ -69,7 +69,10 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
     ``step - start_warmup_step < W`` the rate is
     ``lr0 * (step - start_warmup_step) / W`` instead. The rate therefore drops
     at the end of warmup from about lr0 to ``lr0 * (1 - W / T) ** power``, as in
-    the original.
+    the original. With ``decay_after_warmup`` the decay instead starts at the
+    end of warmup, ``(lr0 - end) * (1 - min(step - W, T - W) / (T - W)) ** power + end``
+    (counted from start_warmup_step): the peak is reached, as in Hugging Face's
+    `get_linear_schedule_with_warmup`, keras-hub and Model Garden.
 
     Args:
         initial_learning_rate: peak learning rate lr0.
@@ -79,12 +82,18 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         power: the polynomial power (the original's poly_power).
         end_learning_rate: the rate at and after step T.
         start_warmup_step: the step warmup is counted from.
+        decay_after_warmup: decay over the steps after warmup (peak lr0
+            reached) instead of from step 0 (the original's drop to
+            ``lr0 * (1 - W / T) ** power`` at the end of warmup).
 
     Example:
 
     >>> s = WarmupPolynomialDecay(1.0, decay_steps=100, warmup_steps=10)
     >>> [round(float(s(i)), 3) for i in (0, 5, 9, 10, 100)]
     [0.0, 0.5, 0.9, 0.9, 0.0]
+    >>> s = WarmupPolynomialDecay(1.0, decay_steps=100, warmup_steps=10, decay_after_warmup=True)
+    >>> [round(float(s(i)), 3) for i in (0, 5, 10, 55, 100)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
     """
 
     def __init__(
@@ -95,6 +104,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         power: float = 1.0,
         end_learning_rate: float = 0.0,
         start_warmup_step: int = 0,
+        decay_after_warmup: bool = False,
     ):
         if decay_steps <= 0:
             raise ValueError(f"decay_steps must be positive, got {decay_steps}.")
@@ -107,12 +117,21 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.power = float(power)
         self.end_learning_rate = float(end_learning_rate)
         self.start_warmup_step = int(start_warmup_step)
+        self.decay_after_warmup = bool(decay_after_warmup)
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        decay_step = tf.minimum(step, float(self.decay_steps))
+        if self.decay_after_warmup:
+            span = float(self.decay_steps - self.warmup_steps)
+            decay_step = tf.clip_by_value(step - float(self.start_warmup_step + self.warmup_steps), 0.0,
+                                          max(span, 0.0))
+        else:
+            span = float(self.decay_steps)
+            decay_step = tf.minimum(step, span)
+        # The share of the decay still ahead; 0 when warmup takes every step (as Hugging Face's).
+        remaining = (span - decay_step) / max(span, 1.0)
         decayed = (self.initial_learning_rate - self.end_learning_rate) * tf.pow(
-            1.0 - decay_step / float(self.decay_steps), self.power
+            tf.maximum(remaining, 0.0), self.power
         ) + self.end_learning_rate
         if self.warmup_steps == 0:
             return decayed
@@ -130,6 +149,7 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
             "power": self.power,
             "end_learning_rate": self.end_learning_rate,
             "start_warmup_step": self.start_warmup_step,
+            "decay_after_warmup": self.decay_after_warmup,
         }
 
 

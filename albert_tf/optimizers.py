@@ -32,14 +32,22 @@ __all__ = ["adamw", "AdamWeightDecay", "Lamb", "WarmupPolynomialDecay", "create_
 
 
 def linear_warmup_decay(learning_rate: float, num_train_steps: int, warmup_proportion: float = 0.1,
-                        num_warmup_steps: Optional[int] = None) -> WarmupPolynomialDecay:
-    """The original fine-tuning schedule: warmup over
-    int(num_train_steps * warmup_proportion) steps, then linear decay to 0.
+                        num_warmup_steps: Optional[int] = None,
+                        decay_after_warmup: bool = False) -> WarmupPolynomialDecay:
+    """Linear warmup over int(num_train_steps * warmup_proportion) steps, then linear decay to 0.
+
+    decay_after_warmup=False is the original's schedule (the decay counts from
+    step 0, so the rate drops to lr * (1 - warmup / total) when warmup ends);
+    True reaches the peak and decays over the remaining steps (Hugging Face's
+    `get_linear_schedule_with_warmup`).
 
     Example:
     >>> s = linear_warmup_decay(1.0, num_train_steps=100, warmup_proportion=0.1)
     >>> [round(float(s(i)), 3) for i in (0, 5, 10, 55, 100)]
     [0.0, 0.5, 0.9, 0.45, 0.0]
+    >>> s = linear_warmup_decay(1.0, num_train_steps=100, warmup_proportion=0.1, decay_after_warmup=True)
+    >>> [round(float(s(i)), 3) for i in (0, 5, 10, 55, 100)]
+    [0.0, 0.5, 1.0, 0.5, 0.0]
     """
     if int(num_train_steps) <= 0:
         raise ValueError(f"num_train_steps must be positive, got {num_train_steps!r}.")
@@ -48,7 +56,8 @@ def linear_warmup_decay(learning_rate: float, num_train_steps: int, warmup_propo
     if num_warmup_steps is None:
         num_warmup_steps = int(num_train_steps * warmup_proportion)
     return WarmupPolynomialDecay(learning_rate, decay_steps=int(num_train_steps),
-                                 warmup_steps=int(num_warmup_steps), power=1.0)
+                                 warmup_steps=int(num_warmup_steps), power=1.0,
+                                 decay_after_warmup=decay_after_warmup)
 
 
 # adamw's epsilon by bias correction: torch's AdamW default / the original's.
@@ -59,7 +68,7 @@ def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None,
           num_warmup_steps: Optional[int] = None, weight_decay_rate: float = 0.01, beta_1: float = 0.9,
           beta_2: float = 0.999, epsilon: Optional[float] = None, global_clipnorm: Optional[float] = 1.0,
           layerwise_lr_decay: Optional[float] = None, model=None,
-          bias_correction: bool = True) -> AdamWeightDecay:
+          bias_correction: bool = True, decay_after_warmup: bool = False) -> AdamWeightDecay:
     """Fine-tuning AdamW (bias-corrected by default) with the original's schedule.
 
     Args:
@@ -98,7 +107,8 @@ def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None,
         raise ValueError(f"epsilon must be positive, got {epsilon!r}.")
     rate = learning_rate
     if num_train_steps is not None:
-        rate = linear_warmup_decay(learning_rate, num_train_steps, warmup_proportion, num_warmup_steps)
+        rate = linear_warmup_decay(learning_rate, num_train_steps, warmup_proportion, num_warmup_steps,
+                                   decay_after_warmup=decay_after_warmup)
     multipliers = None
     if layerwise_lr_decay is not None and float(layerwise_lr_decay) != 1.0:
         if model is None:

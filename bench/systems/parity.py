@@ -185,11 +185,14 @@ def _keras_run(model, task, regression, plan, batch_size, seed, features, starte
 
 def api(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
         init_checkpoint: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0,
-        optimizer: str = "adamw", epsilon: Optional[float] = None) -> Dict[str, object]:
+        optimizer: str = "adamw", epsilon: Optional[float] = None,
+        decay_after_warmup: Optional[bool] = None, head_init: str = "") -> Dict[str, object]:
     """Ours through the Python API: `AlbertClassifier` on id dicts, `optimizers.adamw`, `fit`.
 
     optimizer: "adamw" (the library default) or "adamw_original" (no bias correction).
     epsilon: Adam's epsilon (None: the library's default, 1e-8 for adamw as torch's), for diagnosis.
+    decay_after_warmup: the schedule (None: the library's default), for diagnosis.
+    head_init: "normal": the classifier's weights redrawn from normal(0, 0.02) (torch's), for diagnosis.
     """
     import keras
 
@@ -206,17 +209,20 @@ def api(task_file: str, config: Dict[str, object], learning_rate: float, seed: i
     else:
         model = albert_tf.AlbertClassifier(albert_tf.AlbertConfig(**config), num_classes,
                                            dropout_rate=CLASSIFIER_DROPOUT)
+    if head_init == "normal":
+        weights = model.head.output_weights
+        weights.assign(np.random.default_rng(seed).normal(0.0, 0.02, weights.shape).astype("float32"))
     plan = schedule(len(task["train_labels"]), batch_size, epochs)
     model.compile(optimizer=albert_tf.optimizers.adamw(
         learning_rate, num_train_steps=plan["total_steps"], num_warmup_steps=plan["warmup_steps"],
         weight_decay_rate=WEIGHT_DECAY, global_clipnorm=CLIP_NORM, bias_correction=optimizer == "adamw",
-        epsilon=epsilon))
+        epsilon=epsilon, **({} if decay_after_warmup is None else {"decay_after_warmup": decay_after_warmup})))
 
     def features(split):
         return {k: task[f"{split}_{k}"] for k in ("input_ids", "input_mask", "segment_ids")}
 
     return _keras_run(model, task, regression, plan, batch_size, seed, features, started, optimizer=optimizer,
-                      epsilon=epsilon)
+                      epsilon=epsilon, decay_after_warmup=decay_after_warmup, head_init=head_init)
 
 
 def kerashub(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
@@ -283,9 +289,12 @@ def hf_config(config: Dict[str, object], num_labels: int):
 
 
 def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
-       hf_dir: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0) -> Dict[str, object]:
+       hf_dir: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0,
+       dynamic_padding: bool = True, head_init: str = "") -> Dict[str, object]:
     """AlbertForSequenceClassification, torch AdamW (no decay on biases and LayerNorm),
-    get_linear_schedule_with_warmup, batches padded to their longest row."""
+    get_linear_schedule_with_warmup, batches padded to their longest row
+    (dynamic_padding=False: to max_seq_length, for diagnosis; head_init="truncated": the classifier's
+    weights redrawn from a normal(0, 0.02) truncated at 2 std, Keras's TruncatedNormal, for diagnosis)."""
     import torch
     import transformers
 
@@ -300,6 +309,9 @@ def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: in
             hf_dir, num_labels=num_labels, classifier_dropout_prob=CLASSIFIER_DROPOUT)
     else:
         model = transformers.AlbertForSequenceClassification(hf_config(config, num_labels))
+    if head_init == "truncated":
+        with torch.no_grad():
+            torch.nn.init.trunc_normal_(model.classifier.weight, std=0.02, a=-0.04, b=0.04)
     groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in NO_DECAY)],
                "weight_decay": WEIGHT_DECAY},
               {"params": [p for n, p in model.named_parameters() if any(k in n for k in NO_DECAY)],
@@ -311,7 +323,8 @@ def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: in
 
     def batch(split, index):
         # Dynamic padding (as DataCollatorWithPadding): the batch is cut to its longest row.
-        longest = int(task[f"{split}_input_mask"][index].sum(1).max())
+        longest = (int(task[f"{split}_input_mask"][index].sum(1).max()) if dynamic_padding
+                   else task[f"{split}_input_mask"].shape[1])
         return {name: torch.as_tensor(task[f"{split}_{key}"][index, :longest], dtype=torch.long)
                 for name, key in (("input_ids", "input_ids"), ("token_type_ids", "segment_ids"),
                                   ("attention_mask", "input_mask"))}
@@ -334,7 +347,8 @@ def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: in
             for i in range(0, len(task["dev_labels"]), 128):
                 outputs.append(model(**batch("dev", np.arange(i, min(i + 128, len(task["dev_labels"]))))).logits)
         results.append(dev_scores(task["dev_labels"], torch.cat(outputs).numpy(), regression))
-    return _result(results, started, task, plan["total_steps"])
+    return _result(results, started, task, plan["total_steps"], dynamic_padding=dynamic_padding,
+                   head_init=head_init)
 
 
 # ------------------------------------------------------------------ checks

@@ -216,6 +216,25 @@ def test_schedule_matches_original_formula(warmup, power, start):
             rtol=1e-6, atol=1e-12, err_msg=f"step {step}")
 
 
+@pytest.mark.parametrize("warmup,power,start", [(10, 1.0, 0), (0, 1.0, 0), (10, 0.5, 3), (100, 1.0, 0)])
+def test_schedule_decaying_after_warmup_matches_the_formula(warmup, power, start):
+    # Hugging Face's get_linear_schedule_with_warmup for power 1: lr0 * (T - s) / (T - W) after warmup.
+    def want(step):
+        if warmup and step - start < warmup:
+            return 0.00176 * (step - start) / warmup
+        span = 100 - warmup
+        return 0.00176 * ((span - min(max(step - start - warmup, 0), span)) / max(span, 1)) ** power
+
+    schedule = optimization.WarmupPolynomialDecay(0.00176, decay_steps=100, warmup_steps=warmup, power=power,
+                                                  start_warmup_step=start, decay_after_warmup=True)
+    for step in [0, 1, 5, 9, 10, 11, 12, 13, 50, 99, 100, 103, 150]:
+        np.testing.assert_allclose(float(schedule(step)), want(step), rtol=1e-5, atol=1e-12,  # float32
+                                   err_msg=f"step {step}")
+    assert float(schedule(start + warmup)) == pytest.approx(0.00176 if warmup < 100 else 0.0, rel=1e-6)
+    clone = optimization.WarmupPolynomialDecay(**schedule.get_config())
+    assert clone.decay_after_warmup and float(clone(50)) == float(schedule(50))
+
+
 def test_schedule_drops_at_end_of_warmup_like_the_original():
     # Paper recipe: the rate drops from ~lr0 to lr0 * (1 - 3125/125000).
     schedule = optimization.WarmupPolynomialDecay(0.00176, 125000, 3125)

@@ -21,6 +21,20 @@ def test_linear_warmup_decay_against_the_formula():
         optimizers.linear_warmup_decay(1.0, 0)
 
 
+def test_decay_after_warmup_reaches_the_peak_as_hugging_face():
+    # transformers.get_linear_schedule_with_warmup: s / W in warmup, then (T - s) / (T - W).
+    schedule = optimizers.linear_warmup_decay(2.0, num_train_steps=50, warmup_proportion=0.2, decay_after_warmup=True)
+    for step in (0, 3, 9, 10, 11, 30, 49, 50, 60):
+        want = 2.0 * step / 10 if step < 10 else 2.0 * max(0, 50 - step) / 40
+        assert float(schedule(step)) == pytest.approx(want, abs=1e-6), step
+
+    def schedule_of(opt):
+        return opt.get_config()["learning_rate"]["config"]
+
+    assert schedule_of(optimizers.adamw(2.0, num_train_steps=50, decay_after_warmup=True))["decay_after_warmup"]
+    assert not schedule_of(optimizers.adamw(2.0, num_train_steps=50))["decay_after_warmup"]  # the original's
+
+
 def _depth_of(model, depths, pattern):
     found = {d for name, d in depths.items() if re.search(pattern, name)}
     assert len(found) == 1, (pattern, found)
