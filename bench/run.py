@@ -801,8 +801,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # from them (--render_only) even if the run is cut short.
         loads.append(os.getloadavg()[0])
         with open(raw + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({"header": header(), "measurements": [dataclasses.asdict(m) for m in measurements]}, f,
-                      indent=1, default=str)
+            f.write(portable_json({"header": header(), "measurements": [dataclasses.asdict(m) for m in measurements]},
+                                  args.cache_dir))
         os.replace(raw + ".tmp", raw)
 
     run_all(measurements, reps, args.timeout, python,
@@ -810,6 +810,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     save()
     final = dict(header(), data_note=data_note(args.with_data, python))
     return _write(render(measurements, final), args.output)
+
+
+def portable_json(data, cache_dir: str) -> str:
+    """`data` as indented JSON with the cache folder written `<cache_dir>` (no machine path in saved results).
+
+    >>> print(portable_json({"spm_path": "/scratch/bench/sp.model"}, "/scratch/bench/"))
+    {
+     "spm_path": "<cache_dir>/sp.model"
+    }
+    """
+    text = json.dumps(data, indent=1, default=str)
+    folder = json.dumps(os.path.normpath(cache_dir))[1:-1]  # as it appears inside a JSON string
+    return text.replace(folder, "<cache_dir>")
 
 
 def _write(text: str, path: str) -> int:

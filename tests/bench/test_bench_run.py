@@ -4,6 +4,7 @@ Needs neither torch nor keras-hub (CI installs only the test extra): the
 peers' modules are never imported here.
 """
 
+import json
 import os
 import sys
 
@@ -219,3 +220,12 @@ def test_check_lines_name_the_reference():
     assert lines[2] == (f"Outputs against our Keras encoder (float32) on one padded batch: {run.OURS_OPENVINO} "
                         "bfloat16: largest difference 0.02 (OUTSIDE bf16 tolerance); "
                         f"{run.OURS_OPENVINO} bfloat16: OTHER TOKENS than our TensorFlow preprocessor.")
+
+
+def test_saved_results_name_the_cache_folder_not_this_machine(tmp_path):
+    from bench.run import portable_json
+
+    cache = str(tmp_path / "bench cache")
+    text = portable_json({"kwargs": {"spm_path": os.path.join(cache, "sp.model"), "steps": 3}}, cache + os.sep)
+    assert str(tmp_path) not in text
+    assert json.loads(text) == {"kwargs": {"spm_path": "<cache_dir>" + os.sep + "sp.model", "steps": 3}}
