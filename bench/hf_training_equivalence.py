@@ -112,14 +112,14 @@ def compare_finetuning_with_transformers(folder: str, steps: int = 20, warmup_st
         |logit| at the end, to read the differences against) and `loss_moved` (how far
         training moved the first batch's loss: the steps were not a no-op).
     """
+    if steps < 1 or not 0 <= warmup_steps < steps:
+        raise ValueError(f"need steps >= 1 and 0 <= warmup_steps < steps, got steps={steps!r}, "
+                         f"warmup_steps={warmup_steps!r}.")
     import torch
     import transformers
 
     import albert_tf
 
-    if steps < 1 or not 0 <= warmup_steps < steps:
-        raise ValueError(f"need steps >= 1 and 0 <= warmup_steps < steps, got steps={steps!r}, "
-                         f"warmup_steps={warmup_steps!r}.")
     with open(f"{folder}/config.json", encoding="utf-8") as f:
         vocab_size = json.load(f)["vocab_size"]
     batches = random_batches(vocab_size, max_length, batch_size, steps + 1, num_classes, seed)
