@@ -37,9 +37,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-WEIGHT_DECAY = 0.01
-CLIP_NORM = 1.0
-NO_DECAY = ("LayerNorm", "layer_norm", "bias")  # Hugging Face's names of the original's exclusions
+from bench.systems.parity import CLIP_NORM, WEIGHT_DECAY, torch_adamw
 
 
 def random_batches(vocab_size: int, max_length: int, batch_size: int, count: int, num_classes: int,
@@ -128,11 +126,7 @@ def compare_finetuning_with_transformers(folder: str, steps: int = 20, warmup_st
     ours.compile(optimizer=albert_tf.optimizers.adamw(
         learning_rate, num_train_steps=steps, num_warmup_steps=warmup_steps, weight_decay_rate=WEIGHT_DECAY,
         global_clipnorm=CLIP_NORM, decay_after_warmup=True))
-    named = list(theirs.named_parameters())
-    optimizer = torch.optim.AdamW(
-        [{"params": [p for n, p in named if not any(k in n for k in NO_DECAY)], "weight_decay": WEIGHT_DECAY},
-         {"params": [p for n, p in named if any(k in n for k in NO_DECAY)], "weight_decay": 0.0}],
-        lr=learning_rate)
+    optimizer = torch_adamw(theirs, learning_rate)
     schedule = transformers.get_linear_schedule_with_warmup(optimizer, warmup_steps, steps)
 
     def logits():

@@ -288,6 +288,17 @@ def hf_config(config: Dict[str, object], num_labels: int):
     return transformers.AlbertConfig(**dict(fields, classifier_dropout_prob=CLASSIFIER_DROPOUT, num_labels=num_labels))
 
 
+def torch_adamw(model, learning_rate: float):
+    """torch AdamW with weight decay WEIGHT_DECAY except on biases and LayerNorm (the original's exclusions)."""
+    import torch
+
+    named = list(model.named_parameters())
+    return torch.optim.AdamW(
+        [{"params": [p for n, p in named if not any(k in n for k in NO_DECAY)], "weight_decay": WEIGHT_DECAY},
+         {"params": [p for n, p in named if any(k in n for k in NO_DECAY)], "weight_decay": 0.0}],
+        lr=learning_rate)
+
+
 def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: int, regression: bool,
        hf_dir: str = "", epochs: float = 3.0, batch_size: int = 32, threads: int = 0,
        dynamic_padding: bool = True, head_init: str = "") -> Dict[str, object]:
@@ -312,11 +323,7 @@ def hf(task_file: str, config: Dict[str, object], learning_rate: float, seed: in
     if head_init == "truncated":
         with torch.no_grad():
             torch.nn.init.trunc_normal_(model.classifier.weight, std=0.02, a=-0.04, b=0.04)
-    groups = [{"params": [p for n, p in model.named_parameters() if not any(k in n for k in NO_DECAY)],
-               "weight_decay": WEIGHT_DECAY},
-              {"params": [p for n, p in model.named_parameters() if any(k in n for k in NO_DECAY)],
-               "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=learning_rate)
+    opt = torch_adamw(model, learning_rate)
     plan = schedule(len(task["train_labels"]), batch_size, epochs)
     lr_schedule = transformers.get_linear_schedule_with_warmup(opt, plan["warmup_steps"], plan["total_steps"])
     label_dtype = torch.float32 if regression else torch.long
