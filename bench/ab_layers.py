@@ -10,6 +10,9 @@ Variants:
 - `before`: the layers as they were before issue 18 (Keras `Dense` on 3-D
   tensors, einsum attention with float32 scale and mask).
 - `after`: the layers as they are now.
+- `fused_bias`: `after` with every projection's bias add fused into its
+  matmul op (the layers from the first part of issue 18 until the second).
+- `fused_output_bias`: `after` with only the FFN's output projection fused.
 - `softmax_bf16`: `after` with the softmax in the compute dtype.
 - `after_xla`: `after` compiled with XLA (`jit_compile=True`).
 
@@ -84,6 +87,8 @@ VARIANTS = {
     "before": [(AlbertAttention, "call", _attention_before), (AlbertFeedForward, "call", _feed_forward_before),
                (MaskedLMHead, "call", _mlm_head_before)],
     "after": [],
+    "fused_bias": [(AlbertAttention, "fuse_projection_bias", True), (AlbertFeedForward, "fuse_output_bias", True)],
+    "fused_output_bias": [(AlbertFeedForward, "fuse_output_bias", True)],
     "softmax_bf16": [(AlbertAttention, "softmax_in_float32", False)],
     "after_xla": [],
 }

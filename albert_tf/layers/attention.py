@@ -24,10 +24,9 @@ class AlbertAttention(keras.layers.Layer):
     Computes `LayerNorm(x + dropout(W_o . softmax(q k^T / sqrt(D) + bias) v))`
     as the original (post-LN). Under mixed precision the projections, the
     scores with their scale and mask, and the context run in the compute
-    dtype; softmax, residual and LayerNorm in float32. The graph has the
-    shapes TensorFlow's oneDNN remapper fuses (see `albert_tf.layers.fused`):
-    the projections are 2-D MatMul + BiasAdd, the scores one
-    BatchMatMul * scale + mask.
+    dtype; softmax, residual and LayerNorm in float32. The projections are
+    2-D matmuls with their bias added apart (`albert_tf.layers.fused`), the
+    scores one BatchMatMul * scale + mask, which oneDNN fuses.
 
     Args:
         hidden_size: width H (query/key/value/output kernels are [H, H]).
@@ -88,6 +87,10 @@ class AlbertAttention(keras.layers.Layer):
     # Softmax input dtype; float32 (the original's) unless a test shows the
     # compute dtype is good enough.
     softmax_in_float32 = True
+    # Whether the [H, H] projections fuse their bias add into the matmul op.
+    # False: a plain MatMul (oneDNN's AMX matmul) and a separate add, 1.04x-1.12x
+    # faster inference on AMX, neutral in training (see `dense_2d`).
+    fuse_projection_bias = False
 
     def build(self, x_shape, mask_bias_shape=None):
         for dense in (self.query, self.key, self.value, self.output_dense):
@@ -96,7 +99,8 @@ class AlbertAttention(keras.layers.Layer):
 
     def _heads(self, dense, x2d, batch_size):
         """[B*T, H] -> [B, N, T, D] projection."""
-        y = tf.reshape(dense_2d(dense, x2d), [batch_size, -1, self.num_attention_heads, self.head_size])
+        y = dense_2d(dense, x2d, fuse_bias=self.fuse_projection_bias)
+        y = tf.reshape(y, [batch_size, -1, self.num_attention_heads, self.head_size])
         return tf.transpose(y, [0, 2, 1, 3])
 
     def call(self, x, mask_bias, training=None):
@@ -115,7 +119,8 @@ class AlbertAttention(keras.layers.Layer):
         probs = self.attention_dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = tf.matmul(tf.cast(probs, v.dtype), v)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
-        out = self.output_dropout(dense_2d(self.output_dense, context), training=training)
+        out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)
+        out = self.output_dropout(out, training=training)
         out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
         return unflatten_tokens(out, x)
 

@@ -60,6 +60,11 @@ class AlbertFeedForward(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.layer_norm = layer_norm("layer_norm", layer_norm_eps)
 
+    # Whether the output projection fuses its bias add into the matmul op
+    # (see `dense_2d`'s fuse_bias); False measured faster with AMX. The GELU
+    # projection always fuses: GELU outside the matmul costs more.
+    fuse_output_bias = False
+
     def build(self, x_shape):
         self.intermediate.build((None, self.hidden_size))
         self.output_dense.build((None, self.intermediate_size))
@@ -67,7 +72,7 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, x, training=None):
         x2d = flatten_tokens(x)
-        out = dense_2d(self.output_dense, dense_2d(self.intermediate, x2d))
+        out = dense_2d(self.output_dense, dense_2d(self.intermediate, x2d), fuse_bias=self.fuse_output_bias)
         out = self.output_dropout(out, training=training)
         out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
         return unflatten_tokens(out, x)

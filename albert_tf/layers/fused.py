@@ -13,6 +13,12 @@ patterns:
   attention scores with their scale and mask); in our graphs it fires in
   bfloat16, not in float32.
 
+A fused op is not always faster. With variable (not constant) weights,
+oneDNN runs `_FusedMatMul` as an inner product on a plain gemm kernel, while
+a plain MatMul gets its AMX matmul kernel: on an AMX CPU, bias-only fusion
+loses (`python -m bench.matmul_primitives`). The fusion is kept where it
+carries GELU, which costs more outside the matmul.
+
 `python -m bench.profile_step --fusions` lists the fused ops a step runs.
 """
 
@@ -21,8 +27,7 @@ import collections
 import keras
 import tensorflow as tf
 
-
-def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, scale: float = 1.0) -> tf.Tensor:
+def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) -> tf.Tensor:
     """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
 
     Computes in the layer's compute dtype, as calling the layer would, but as
@@ -31,8 +36,11 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, scale: float = 1.0) -> tf.
     Args:
         layer: a built `keras.layers.Dense` with a bias.
         x: [N, in] tensor.
-        scale: multiplies kernel and bias (`scale * dense(x)` before the
-            activation); exact when it is a power of two.
+        fuse_bias: False keeps the bias add out of the matmul op (for layers
+            without an activation): with variable weights, TensorFlow runs a
+            fused MatMul + BiasAdd as a oneDNN inner product on a plain gemm
+            kernel, while a plain MatMul gets oneDNN's AMX matmul
+            (`bench/results/performance_notes.md`).
 
     Returns:
         [N, units] tensor in the layer's compute dtype.
@@ -46,10 +54,12 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, scale: float = 1.0) -> tf.
     """
     dtype = layer.compute_dtype
     kernel, bias = tf.cast(layer.kernel, dtype), tf.cast(layer.bias, dtype)
-    if scale != 1.0:
-        kernel, bias = kernel * scale, bias * scale
-    y = tf.nn.bias_add(tf.matmul(tf.cast(x, dtype), kernel), bias)
-    return layer.activation(y)
+    y = tf.matmul(tf.cast(x, dtype), kernel)
+    if fuse_bias:
+        return layer.activation(tf.nn.bias_add(y, bias))
+    # A rank-3 view: the remapper fuses only a 2-D MatMul's direct bias add.
+    y3 = tf.reshape(y, [1, -1, y.shape[-1]]) + bias
+    return layer.activation(tf.reshape(y3, [-1, y.shape[-1]]))
 
 
 def flatten_tokens(x: tf.Tensor) -> tf.Tensor:
