@@ -209,6 +209,10 @@ def _infer_plan(quick: bool, spm_path: str = "") -> List[Measurement]:
                 out.append(Measurement("infer", "albert-tf, buckets of 8 rows", "ours", "infer",
                                        dict(precision=precision, xla=False, batch=batch, seq=128,
                                             rows_per_bucket=8, **infer_steps)))
+                # The graph albert-export serves: weights frozen into constants.
+                out.append(Measurement("infer", "albert-tf, frozen weights (the exported graph)", "ours", "infer",
+                                       dict(precision=precision, xla=False, batch=batch, seq=128, frozen=True,
+                                            **infer_steps)))
         if batch == 1 or (quick and batch != 32):
             continue
         if batch == 32:

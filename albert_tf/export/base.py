@@ -63,9 +63,10 @@ class _Serving(tf.Module):
         super().__init__(name=f"albert_{head}_serving")
         # Not tracked: only what the graphs capture is saved (see signatures()),
         # so an ids-only export holds no SentencePiece op at all.
-        self._refs = types.SimpleNamespace(model=model, preprocessor=preprocessor)
+        self._refs = types.SimpleNamespace(model=model, preprocessor=preprocessor, frozen={})
         self.head = head
         self.text_signatures = True
+        self.freeze_weights = False
 
     @property
     def model(self):
@@ -141,13 +142,62 @@ class _Serving(tf.Module):
     def _call_model(self, ids):
         # An empty request has no [CLS] column; the encoder reads position 0.
         ids = at_least_one_position({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS})
-        return self.model(ids, training=False)
+        return self.run_model(ids)
+
+    def run_model(self, inputs: Dict[str, tf.Tensor]):
+        """`model(inputs, training=False)`; with `freeze_weights`, through a
+        copy of the model's graph whose weights are constants."""
+        if not self.freeze_weights:
+            return self.model(inputs, training=False)
+        frozen, outputs = self._frozen_model(inputs)
+        flat = frozen(*tf.nest.flatten(inputs))
+        return tf.nest.pack_sequence_as(outputs, flat)
+
+    def _frozen_model(self, inputs):
+        """`freeze_model_call` for inputs shaped like `inputs`, built once per
+        input structure, eagerly (converting reads the variables' values) even
+        while a signature is being traced."""
+        specs = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype) for k, v in inputs.items()}
+        key = tuple(sorted((k, str(spec.shape), spec.dtype.name) for k, spec in specs.items()))
+        if key not in self._refs.frozen:
+            with tf.init_scope():
+                self._refs.frozen[key] = freeze_model_call(self.model, specs)
+        return self._refs.frozen[key]
 
     def serving_settings(self) -> Dict[str, Any]:
         """What the graph applies to requests, written to assets/preprocessing.json."""
         pre = self.preprocessor
         return {"head": self.head, "max_seq_length": int(pre.max_seq_length), "do_lower_case": pre.do_lower_case,
                 "normalization": pre.normalization, "chars_per_piece": CHARS_PER_PIECE}
+
+
+def freeze_model_call(model, specs: Mapping[str, tf.TensorSpec]):
+    """`model(inputs, training=False)` as a graph whose weights are constants.
+
+    The model is traced with every bias add fused (the fast form for constant
+    weights, see `albert_tf.layers.fused.tracing_for_constant_weights`), then
+    its variables become constants. Call it eagerly.
+
+    Args:
+        model: a built Keras model taking a dict of tensors.
+        specs: input name -> `tf.TensorSpec`.
+
+    Returns:
+        (function, outputs): call `function(*tf.nest.flatten(inputs))`, and
+        `tf.nest.pack_sequence_as(outputs, result)` gives the model's outputs.
+
+    Example:
+    >>> enc = albert_tf.AlbertEncoder(albert_tf.AlbertConfig.tiny())  # doctest: +SKIP
+    >>> specs = {k: tf.TensorSpec([None, None], tf.int32) for k in ID_INPUTS}  # doctest: +SKIP
+    >>> frozen, outputs = freeze_model_call(enc, specs)  # doctest: +SKIP
+    """
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from albert_tf.layers.fused import tracing_for_constant_weights
+
+    with tracing_for_constant_weights():
+        concrete = tf.function(lambda x: model(x, training=False)).get_concrete_function(dict(specs))
+    return convert_variables_to_constants_v2(concrete), concrete.structured_outputs
 
 
 def _max_len(preprocessor) -> int:

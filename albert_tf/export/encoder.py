@@ -73,7 +73,7 @@ class _PretrainerServing(_Serving):
         # An empty request has no [CLS] column; the encoder reads position 0.
         inputs = at_least_one_position({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS})
         inputs["masked_lm_positions"] = dense_positions
-        logits = _f32(self.model(inputs, training=False)["mlm_logits"])  # [B, M, V]
+        logits = _f32(self.run_model(inputs)["mlm_logits"])  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=self.top_k)
         keep = valid[:, :, tf.newaxis]
         return {

@@ -94,7 +94,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     _, pre = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
-        saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
+        saved = export_saved_model(model, work, head=head, version=1, text_signatures=False, freeze_weights=False,
                                    label_names=label_names, max_seq_length=max_seq_length,
                                    spm_model_file=spm_model_file, do_lower_case=do_lower_case,
                                    normalization=normalization)

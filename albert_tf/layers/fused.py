@@ -23,9 +23,31 @@ carries GELU, which costs more outside the matmul.
 """
 
 import collections
+import contextlib
+import threading
 
 import keras
 import tensorflow as tf
+
+_tracing = threading.local()
+
+
+@contextlib.contextmanager
+def tracing_for_constant_weights():
+    """Within this context, `dense_2d` fuses every bias add into its matmul.
+
+    For graphs whose variables become constants afterwards (a frozen serving
+    graph): with constant weights oneDNN runs the fused op on its AMX kernel
+    with the weights reordered once, the fastest form of every dense layer
+    (`python -m bench.matmul_primitives`).
+    """
+    previous = getattr(_tracing, "constant_weights", False)
+    _tracing.constant_weights = True
+    try:
+        yield
+    finally:
+        _tracing.constant_weights = previous
+
 
 def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) -> tf.Tensor:
     """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
@@ -40,7 +62,8 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) ->
             without an activation): with variable weights, TensorFlow runs a
             fused MatMul + BiasAdd as a oneDNN inner product on a plain gemm
             kernel, while a plain MatMul gets oneDNN's AMX matmul
-            (`bench/results/performance_notes.md`).
+            (`bench/results/performance_notes.md`). Ignored (fused) within
+            `tracing_for_constant_weights()`.
 
     Returns:
         [N, units] tensor in the layer's compute dtype.
@@ -55,7 +78,7 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) ->
     dtype = layer.compute_dtype
     kernel, bias = tf.cast(layer.kernel, dtype), tf.cast(layer.bias, dtype)
     y = tf.matmul(tf.cast(x, dtype), kernel)
-    if fuse_bias:
+    if fuse_bias or getattr(_tracing, "constant_weights", False):
         return layer.activation(tf.nn.bias_add(y, bias))
     # A rank-3 view: the remapper fuses only a 2-D MatMul's direct bias add.
     y3 = tf.reshape(y, [1, -1, y.shape[-1]]) + bias

@@ -116,9 +116,11 @@ def _tf_encoder_batch(batch: int, seq: int, vocab: int) -> Dict[str, tf.Tensor]:
 
 
 def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
-          rows_per_bucket: int = 0) -> Dict[str, float]:
+          rows_per_bucket: int = 0, frozen: bool = False) -> Dict[str, float]:
     """Encoder forward pass (pooled output), tf.function, optionally XLA;
-    with rows_per_bucket, in buckets of that many rows (as the classifier runs)."""
+    with rows_per_bucket, in buckets of that many rows (as the classifier runs);
+    with frozen, the graph `albert_tf.export_saved_model` serves (weights as
+    constants, `albert_tf.export.base.freeze_model_call`)."""
     import albert_tf
     from albert_tf import runtime
     from albert_tf.models.length_buckets import pooled_output_in_buckets
@@ -127,7 +129,24 @@ def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: i
         _config("albert_base_v2"),
         dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
     inputs = _tf_encoder_batch(batch, seq, encoder.config.vocab_size)
-    if rows_per_bucket:
+    if frozen:
+        if xla or rows_per_bucket:
+            raise ValueError(f"frozen=True measures the exported graph: no xla ({xla}) or buckets ({rows_per_bucket}).")
+        from albert_tf.export.base import freeze_model_call
+
+        encoder(inputs)  # builds the weights
+        # Trained biases are not zero; constant zeros would be folded away, and with them the GELU fusion.
+        rng = np.random.default_rng(0)
+        for weight in encoder.weights:
+            if len(weight.shape) == 1:
+                weight.assign(weight + rng.normal(0, 0.02, weight.shape).astype(np.float32))
+        graph, outputs = freeze_model_call(encoder, {k: tf.TensorSpec([None, None], v.dtype)
+                                                     for k, v in inputs.items()})
+        flat_inputs = tf.nest.flatten(inputs)
+
+        def forward(_):
+            return tf.nest.pack_sequence_as(outputs, graph(*flat_inputs))["pooled_output"]
+    elif rows_per_bucket:
         forward = tf.function(lambda x: pooled_output_in_buckets(encoder, x, rows_per_bucket), jit_compile=xla)
     else:
         forward = tf.function(lambda x: encoder(x, training=False)["pooled_output"], jit_compile=xla)

@@ -706,3 +706,31 @@ def test_predict_on_an_empty_batch(exported):
     assert models["classifier"].predict(([], []), verbose=0).shape == (0, 3)
     assert models["regression"].predict([], verbose=0).shape == (0, 1)
     assert models["tagging"].predict([], verbose=0).shape[::2] == (0, len(TAGS))
+
+
+def test_frozen_and_variables_exports_serve_the_same(exported, tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    import albert_tf
+    from albert_tf.export import saved_model
+
+    enc, pre = exported["models"]["encoder"], exported["pre"]
+    ids = pre(tf.constant(TEXTS))
+    want = enc(ids)["sequence_output"].numpy()
+    outputs, variables = {}, {}
+    for freeze in (True, False):
+        path = albert_tf.export_saved_model(enc, str(tmp_path / str(freeze)), spm_model_file=exported["spm"],
+                                            freeze_weights=freeze, text_signatures=False)
+        loaded = tf.saved_model.load(path)  # held: a signature does not keep its variables alive
+        serve = loaded.signatures["serve_token_ids"]
+        outputs[freeze] = serve(**ids)["sequence_output"].numpy()
+        variables[freeze] = len(serve.variables)
+    assert variables[True] == 0 and variables[False] == len(enc.weights), variables
+    for freeze in (True, False):
+        np.testing.assert_allclose(outputs[freeze], want, atol=1e-5, err_msg=f"freeze_weights={freeze}")
+    # The default freezes what fits a graph; larger models keep variables, and asking to freeze them fails clearly.
+    assert saved_model._should_freeze(enc, None) is True
+    monkeypatch.setattr(saved_model, "FREEZE_WEIGHTS_MAX_BYTES", 1000)
+    assert saved_model._should_freeze(enc, None) is False
+    with pytest.raises(ValueError, match="freeze_weights=True: the weights take"):
+        albert_tf.export_saved_model(enc, str(tmp_path / "big"), spm_model_file=exported["spm"], freeze_weights=True)

@@ -235,3 +235,10 @@ def test_saved_results_name_the_cache_folder_not_this_machine(tmp_path):
     text = portable_json({"kwargs": {"spm_path": os.path.join(cache, "sp.model"), "steps": 3}}, cache + os.sep)
     assert str(tmp_path) not in text
     assert json.loads(text) == {"kwargs": {"spm_path": "<cache_dir>" + os.sep + "sp.model", "steps": 3}}
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_plan_measures_the_exported_frozen_graph_beside_ours(quick):
+    rows = [m for m in run.plan(quick, "", "") if m.group == "infer" and m.kwargs.get("frozen")]
+    assert [(m.module, m.kwargs["batch"], m.kwargs["precision"], m.kwargs["xla"]) for m in rows] == [
+        ("ours", 32, "bfloat16", False)]

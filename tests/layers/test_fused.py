@@ -64,3 +64,49 @@ def test_encoder_inference_runs_the_fused_ops():
     if policy == "mixed_bfloat16":
         # Scores, scale and mask in one op (float32 graphs keep the Mul apart).
         assert sum(n for k, n in ops.items() if k.startswith("_MklFusedBatchMatMulV2")) == blocks, ops
+
+
+def test_tracing_for_constant_weights_fuses_every_bias():
+    from albert_tf.layers.fused import tracing_for_constant_weights
+
+    cfg = albert_tf.AlbertConfig.tiny()
+    enc = albert_tf.AlbertEncoder(cfg)
+    inputs = _inputs()
+    enc(inputs)
+
+    def bias_adds():
+        graph = tf.function(lambda x: enc(x, training=False)["pooled_output"]).get_concrete_function(inputs).graph
+        return sum(op.type == "BiasAdd" for op in graph.get_operations())
+
+    blocks = cfg.num_hidden_layers * cfg.inner_group_num
+    with tracing_for_constant_weights():
+        fused = bias_adds()
+    # Six dense layers per block, plus the embedding projection and the pooler (Keras Dense); outside the
+    # context only FFN in (with its GELU) keeps its BiasAdd in the blocks.
+    assert fused == 6 * blocks + 2 and bias_adds() == blocks + 2, (fused, bias_adds())
+
+
+def test_frozen_model_call_equals_the_model_and_fuses_every_dense_layer():
+    from albert_tf.export.base import freeze_model_call
+
+    cfg = albert_tf.AlbertConfig.tiny()
+    policy = _fusing_policy() or "float32"
+    enc = albert_tf.AlbertEncoder(cfg, dtype=policy)
+    inputs = _inputs()
+    enc(inputs)
+    rng = np.random.default_rng(0)
+    for weight in enc.weights:  # non-zero biases: zero constants would be folded away
+        if len(weight.shape) == 1:
+            weight.assign(weight + rng.normal(0, 0.1, weight.shape).astype(np.float32))
+    frozen, outputs = freeze_model_call(enc, {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()})
+    flat = tf.nest.flatten(inputs)
+    got = tf.nest.pack_sequence_as(outputs, frozen(*flat))["sequence_output"]
+    want = enc(inputs, training=False)["sequence_output"]
+    tolerance = 0.05 if policy == "mixed_bfloat16" else 1e-5  # bf16: fused and unfused round differently
+    np.testing.assert_allclose(np.float32(got), np.float32(want), atol=tolerance)
+    assert not frozen.variables
+    if _fusing_policy() is not None:
+        frozen_again, _ = freeze_model_call(enc, {k: tf.TensorSpec([None, None], v.dtype) for k, v in inputs.items()})
+        ops = executed_ops(lambda: frozen_again(*flat))
+        blocks = cfg.num_hidden_layers * cfg.inner_group_num
+        assert sum(n for k, n in ops.items() if "FusedMatMul" in k) >= 6 * blocks, ops
