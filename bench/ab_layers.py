@@ -15,6 +15,11 @@ Variants:
 - `fused_output_bias`: `after` with only the FFN's output projection fused.
 - `softmax_bf16`: `after` with the softmax in the compute dtype.
 - `after_xla`: `after` compiled with XLA (`jit_compile=True`).
+- `frozen`: the graph `albert-export` serves: weights as constants, every
+  bias add fused (`albert_tf.export.base.freeze_model_call`); inference only.
+
+In inference mode every bias gets a small random offset, as trained weights
+have (a frozen graph folds zero constants away).
 
     python -m bench.ab_layers --mode infer --batch 32 --reps 7 --steps 3
     python -m bench.ab_layers --mode train --batch 8 --reps 7 --steps 20
@@ -32,6 +37,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from albert_tf.layers.attention import AlbertAttention  # noqa: E402
@@ -91,6 +97,7 @@ VARIANTS = {
     "fused_output_bias": [(AlbertFeedForward, "fuse_output_bias", True)],
     "softmax_bf16": [(AlbertAttention, "softmax_in_float32", False)],
     "after_xla": [],
+    "frozen": [],
 }
 
 
@@ -103,10 +110,23 @@ def _step_factory(mode: str, batch: int, seq: int):
     policy = runtime.dtype_policy_name("bfloat16")
     config = albert_tf.AlbertConfig.from_preset("albert_base_v2")
     if mode == "infer":
+        from albert_tf.export.base import freeze_model_call
+
         enc = albert_tf.AlbertEncoder(config, dtype=policy)
         inputs = ours._tf_encoder_batch(batch, seq, config.vocab_size)
+        enc(inputs)
+        # Trained biases are not zero (a frozen graph would fold zero constants away, and the GELU fusion with them).
+        rng = np.random.default_rng(0)
+        for weight in enc.weights:
+            if len(weight.shape) == 1:
+                weight.assign(weight + rng.normal(0, 0.02, weight.shape).astype(np.float32))
 
-        def make(xla=False):
+        def make(xla=False, frozen=False):
+            if frozen:
+                graph, outputs = freeze_model_call(enc, {k: tf.TensorSpec([None, None], v.dtype)
+                                                         for k, v in inputs.items()})
+                flat = tf.nest.flatten(inputs)
+                return lambda: tf.nest.pack_sequence_as(outputs, graph(*flat))["pooled_output"].numpy()
             fwd = tf.function(lambda x: enc(x, training=False)["pooled_output"], jit_compile=xla)
             return lambda: fwd(inputs).numpy()
         return make
@@ -119,7 +139,9 @@ def _step_factory(mode: str, batch: int, seq: int):
     it = distributed_train_iterator(strategy, lambda ctx: tf.data.Dataset.from_tensors(ex).repeat(), 0,
                                     seq, common.PREDICTIONS_PER_SEQ, batch)
 
-    def make(xla=False):
+    def make(xla=False, frozen=False):
+        if frozen:
+            raise ValueError("frozen variants are for --mode infer (a frozen graph cannot train).")
         step_fn = build_train_step(state, strategy, 1, xla)
         return lambda: float(step_fn(it)["mlm_nll_sum"])
     return make
@@ -139,7 +161,7 @@ def main() -> None:
     runs = {}
     for name in names:
         with patched(VARIANTS[name]):
-            runs[name] = make(xla=name.endswith("_xla"))
+            runs[name] = make(xla=name.endswith("_xla"), frozen=name.startswith("frozen"))
             runs[name]()  # traces with the patches in place
         runs[name]()  # warm-up
     times = {name: [] for name in names}

@@ -37,7 +37,7 @@ def tracing_for_constant_weights():
     """Within this context, `dense_2d` fuses every bias add into its matmul.
 
     For graphs whose variables become constants afterwards (a frozen serving
-    graph): with constant weights oneDNN runs the fused op on its AMX kernel
+    graph, an OpenVINO model): with constant weights oneDNN runs the fused op on its AMX kernel
     with the weights reordered once, the fastest form of every dense layer
     (`python -m bench.matmul_primitives`).
     """

@@ -7,7 +7,7 @@ import os
 import statistics
 import tempfile
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -190,15 +190,16 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
 
 
 def saved_model_text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int,
-                     steps: int) -> Dict[str, float]:
-    """Raw strings through the SavedModel `albert_tf.export_saved_model` writes:
-    the pool's batches, then single-sentence requests (latency)."""
+                     steps: int, freeze_weights: Optional[bool] = None) -> Dict[str, float]:
+    """Raw strings through the SavedModel `albert_tf.export_saved_model` writes
+    (freeze_weights: as its argument): the pool's batches, then single-sentence
+    requests (latency)."""
     import albert_tf
 
     model = _text_classifier(precision, spm_path)
     warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     with tempfile.TemporaryDirectory() as export_dir:
-        path = albert_tf.export_saved_model(model, export_dir)
+        path = albert_tf.export_saved_model(model, export_dir, freeze_weights=freeze_weights)
         del model
         loaded = tf.saved_model.load(path)
         serve = loaded.signatures["serving_default"]
