@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from bench.systems import common
 
@@ -180,16 +180,21 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
 
 
 def onnx_text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
-              hint: str = "THROUGHPUT") -> Dict[str, float]:
+              hint: str = "THROUGHPUT", config=None, cache_dir: Optional[str] = None) -> Dict[str, float]:
     """The same text path as `text` (HF's AlbertTokenizer, padding to each batch's
     longest, inside the timed call), with AlbertModel exported to ONNX and run by
-    OpenVINO or ONNX Runtime (`onnx_runtimes.make_runner`), over the pool's batches."""
+    OpenVINO or ONNX Runtime (`onnx_runtimes.make_runner`), over the pool's batches.
+
+    config: the model configuration (default: ALBERT-base with the tokenizer's
+    vocabulary); cache_dir: where the ONNX export is kept.
+    """
     import numpy as np
 
     from bench.systems import onnx_runtimes
 
     tokenizer = _tokenizer(spm_path)
-    run, info = onnx_runtimes.make_runner(runtime, precision, _config(vocab_size=len(tokenizer)), hint=hint)
+    config = config if config is not None else _config(vocab_size=len(tokenizer))
+    run, info = onnx_runtimes.make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
 
     def encode(batch):

@@ -239,29 +239,6 @@ def infer(runtime: str, precision: str, batch: int, seq: int, warmup: int, steps
     return dict(common.per_second(batch, times), **info, **check)
 
 
-def text(runtime: str, precision: str, spm_path: str, sentences: List[str], warmup: int, steps: int,
-         config=None, hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None) -> Dict[str, object]:
-    """HF's AlbertTokenizer (padding to the longest row, truncation at 128) + the compiled model.
-
-    config: the model configuration; its vocab_size must be the tokenizer's
-    (default: `hf._config` with the tokenizer's vocabulary).
-    """
-    tokenizer = hf._tokenizer(spm_path)
-    config = config if config is not None else hf._config(vocab_size=len(tokenizer))
-    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
-    check = _compare(run, config, batch=4, seq=32)
-
-    def encode():
-        enc = tokenizer(sentences, padding="longest", truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH,
-                        return_tensors="np", return_token_type_ids=True)
-        return {name: enc[name].astype(np.int64) for name in INPUTS}
-
-    times = common.timed_calls(lambda: run(encode())[1], warmup, steps)
-    result = dict(common.per_second(len(sentences), times), **info, **check)
-    result["padded_length"] = int(encode()["input_ids"].shape[1])
-    return result
-
-
 def matmul(precision: str, m: int, k: int, n: int, warmup: int, steps: int) -> Dict[str, float]:
     """OpenVINO's GFLOP/s for [m, k] x [k, n] (best of `steps` timed calls), keyed as matmul.py's rates.
 

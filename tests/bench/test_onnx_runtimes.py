@@ -119,6 +119,9 @@ def test_unknown_runtime_or_precision_is_refused():
 def test_text_pads_to_the_longest_row(tmp_path, monkeypatch, cache):
     _need("openvino")
     pytest.importorskip("sentencepiece")
+    import json
+
+    from bench.systems import hf
     from pipelines import tokenizer
     from tests.pipelines.conftest import write_corpus
 
@@ -126,13 +129,19 @@ def test_text_pads_to_the_longest_row(tmp_path, monkeypatch, cache):
                                         str(tmp_path / "sp"), vocab_size=VOCAB, seed=1)
     monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", VOCAB)
     sentences = ["the a of", "and in the a of and in the a of and in the a", "the"]
-    result = onnx_runtimes.text("openvino", "float32", spm, sentences, warmup=1, steps=2, config=_tiny(),
-                                cache_dir=cache)
+    pool = tmp_path / "pool.json"
+    pool.write_text(json.dumps({"sentences": sentences, common.GROUPED: [[0], [1, 2], [0, 2]]}))
+    result = hf.onnx_text("openvino", "float32", spm, str(pool), common.GROUPED, warmup=1, steps=2,
+                          config=_tiny(), cache_dir=cache)
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_file=spm)
-    assert result["padded_length"] == max(len(sp.encode(s)) for s in sentences) + 2  # [CLS] ... [SEP]
-    assert result["max_diff_vs_hf"] < 1e-4 and result["per_s"] > 0
+    pieces = [len(sp.encode(s)) + 2 for s in sentences]  # [CLS] ... [SEP]
+    # Each timed batch is padded to its own longest row: [1, 2] -> the longest, [0, 2] -> sentence 0's.
+    assert result["padded_length"] == max(pieces)
+    assert result["padded_tokens"] == (2 * max(pieces[1], pieces[2]) + 2 * max(pieces[0], pieces[2])) / 4
+    assert result["real_tokens"] == (pieces[1] + pieces[2] + pieces[0] + pieces[2]) / 4
+    assert result["per_s"] > 0
 
 
 def test_openvino_matmul_rate():
