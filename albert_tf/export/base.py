@@ -134,8 +134,12 @@ class _Serving(tf.Module):
         # restores exactly these, else "Could not find variable ...".
         captured = {}
         for fn in concrete.values():
+            # Only what the graph reads: tracing the frozen model (`run_model`)
+            # also registers the model's variables with the signature's graph.
+            handles = {id(t) for t in fn.captured_inputs}
             for var in fn.variables:
-                captured.setdefault(id(var), var)
+                if id(var.handle) in handles:
+                    captured.setdefault(id(var), var)
         self._captured_variables = list(captured.values())
         return concrete
 

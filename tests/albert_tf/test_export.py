@@ -152,7 +152,8 @@ def exported(tmp_path_factory):
     paths["binary_classifier_spm"] = _albert_export_ok(
         root, "binary_classifier_spm", "--spm_model_file=" + os.path.join(root, "finetuned", "spm.model"))
     paths["binary_classifier_options"] = _albert_export_ok(
-        root, "binary_classifier_options", "--max_seq_length=16", "--nodo_lower_case", "--normalization=xlnet")
+        root, "binary_classifier_options", "--max_seq_length=16", "--nodo_lower_case", "--normalization=xlnet",
+        "--nofreeze_weights")  # the variables graph, through the binary
 
     jobs, expected = [], {}
 
@@ -734,3 +735,14 @@ def test_frozen_and_variables_exports_serve_the_same(exported, tmp_path, monkeyp
     assert saved_model._should_freeze(enc, None) is False
     with pytest.raises(ValueError, match="freeze_weights=True: the weights take"):
         albert_tf.export_saved_model(enc, str(tmp_path / "big"), spm_model_file=exported["spm"], freeze_weights=True)
+
+
+def test_albert_export_nofreeze_weights_keeps_the_variables(exported):
+    def variables_bytes(head):
+        folder = os.path.join(exported["paths"][head], "variables")
+        return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder) if f.startswith("variables.data"))
+
+    weights = sum(int(np.prod(w.shape)) * 4 for w in exported["models"]["classifier"].weights)
+    # --nofreeze_weights: the weights are in the variables files; by default they are graph constants (both
+    # exports also save the same SentencePiece model there).
+    assert variables_bytes("binary_classifier_options") >= variables_bytes("binary_classifier_spm") + weights
