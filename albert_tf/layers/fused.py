@@ -37,9 +37,9 @@ def tracing_for_constant_weights():
     """Within this context, `dense_2d` fuses every bias add into its matmul.
 
     For graphs whose variables become constants afterwards (a frozen serving
-    graph, an OpenVINO model): with constant weights oneDNN runs the fused op on its AMX kernel
-    with the weights reordered once, the fastest form of every dense layer
-    (`python -m bench.matmul_primitives`).
+    graph, an OpenVINO model): with constant weights oneDNN runs the fused op
+    on its AMX kernel with the weights reordered once, the fastest form of
+    every dense layer (`python -m bench.matmul_primitives`).
     """
     previous = getattr(_tracing, "constant_weights", False)
     _tracing.constant_weights = True

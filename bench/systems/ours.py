@@ -115,6 +115,18 @@ def _tf_encoder_batch(batch: int, seq: int, vocab: int) -> Dict[str, tf.Tensor]:
     return {k: tf.constant(ex[k]) for k in ("input_ids", "input_mask", "segment_ids")}
 
 
+def offset_biases(model, seed: int = 0, stddev: float = 0.02) -> None:
+    """Adds a small random offset to every 1-D weight (biases, LayerNorm).
+
+    Trained biases are not zero; in a frozen graph zero constants are folded
+    away, and with them the fusions a trained model gets.
+    """
+    rng = np.random.default_rng(seed)
+    for weight in model.weights:
+        if len(weight.shape) == 1:
+            weight.assign(weight + rng.normal(0, stddev, weight.shape).astype(np.float32))
+
+
 def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
           rows_per_bucket: int = 0, frozen: bool = False) -> Dict[str, float]:
     """Encoder forward pass (pooled output), tf.function, optionally XLA;
@@ -135,11 +147,7 @@ def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: i
         from albert_tf.export.base import freeze_model_call
 
         encoder(inputs)  # builds the weights
-        # Trained biases are not zero; constant zeros would be folded away, and with them the GELU fusion.
-        rng = np.random.default_rng(0)
-        for weight in encoder.weights:
-            if len(weight.shape) == 1:
-                weight.assign(weight + rng.normal(0, 0.02, weight.shape).astype(np.float32))
+        offset_biases(encoder)
         graph, outputs = freeze_model_call(encoder, {k: tf.TensorSpec([None, None], v.dtype)
                                                      for k, v in inputs.items()})
         flat_inputs = tf.nest.flatten(inputs)
