@@ -16,8 +16,9 @@ built from the same config with random weights:
 * raw-text inference on batches of real sentences of 5-60 words from a pool
   of thousands, through each system's own text path, in two comparisons:
   each system at its best normal use (length-grouped batches, each padding
-  its own best way) and the same padding (the same random batches, each
-  padded to its longest row); one-request latency of our SavedModel;
+  its own best way) and random batches as a server receives them (the peers
+  padding each to its longest row; ours both with its length buckets or
+  packed tokens and padded the same way); one-request latency of our SavedModel;
 * fine-tuning on real text: training examples/s of a 2-label sentence
   classifier on the same pool, in the same two comparisons
   (`bench/systems/finetune.py`; `--smoke` runs it at a tiny shape);
@@ -100,13 +101,16 @@ TRAIN_STEPS = dict(warmup=2, steps=20)
 # TEXT_WARMUP untimed ones, the same batches for every system.
 TEXT_BATCH, TEXT_POOL = 32, 4096
 TEXT_WARMUP, TEXT_STEPS = 2, {True: 10, False: 20}
-# The two comparisons of every text and fine-tuning table.
+# The two comparisons of every text and fine-tuning table (raw text: random batches as served,
+# ours shown with and without its padding-free inference).
 BEST_USE, SAME_PADDING = "each system at its best normal use", "same padding"
+AS_SERVED = "random batches, as a server receives them"
 OPENVINO, ONNXRUNTIME = "OpenVINO (HF model, ONNX)", "ONNX Runtime (HF model, ONNX)"
 # The rows each runtime gets (module bench.systems.onnx_runtimes, the [bench] extra).
 ONNX_RUNTIMES = {OPENVINO: ("openvino", ("bfloat16",)), ONNXRUNTIME: ("onnxruntime", ("float32", "int8"))}
 # Our encoder through `albert-export --format=openvino`, compiled as the OpenVINO row (bench.systems.ours_openvino).
 OURS_OPENVINO = "albert-tf (our OpenVINO export)"
+OURS_OPENVINO_PADDED = "albert-tf (our OpenVINO export), padded"
 
 
 def missing_package(name: str) -> str:
@@ -238,28 +242,31 @@ def _infer_plan(quick: bool, spm_path: str = "") -> List[Measurement]:
 def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
     """Raw-text inference: each system at its best normal use on length-grouped batches
     (ours: its in-graph buckets; keras-hub: pre-packed to the bucket's length; Hugging Face,
-    the ONNX runtimes and our OpenVINO export's text model: padding to each batch's longest),
-    and on the same random batches each padded to its longest row (ours without its buckets)."""
+    the ONNX runtimes and our OpenVINO export's text model: padding to each batch's longest,
+    ours with packed tokens), and on random batches as a server receives them: the peers padding
+    each to its longest row, ours both at its normal use and padded the same way."""
     out: List[Measurement] = []
     steps = dict(warmup=TEXT_WARMUP, steps=TEXT_STEPS[quick])
+    openvino_ours = missing_package("openvino") or missing_package("openvino_tokenizers")
     for feed in (common.GROUPED, common.RANDOM):
         best = feed == common.GROUPED
         kw = dict(spm_path=spm_path, pool_file=pool_file, feed=feed, **steps)
         for precision in (("bfloat16",) if quick else ("float32", "bfloat16")):
-            if best:
-                out.append(Measurement("text", "albert-tf task model", "ours", "text", dict(precision=precision, **kw)))
-                out.append(Measurement("text", "albert-tf SavedModel", "ours", "saved_model_text",
-                                       dict(precision=precision, **kw)))
-            else:
+            out.append(Measurement("text", "albert-tf task model", "ours", "text", dict(precision=precision, **kw)))
+            if not best:
                 out.append(Measurement("text", "albert-tf task model, no buckets", "ours", "text",
                                        dict(precision=precision, one_padded_batch=True, **kw)))
+            out.append(Measurement("text", "albert-tf SavedModel", "ours", "saved_model_text",
+                                   dict(precision=precision, **kw)))
             out.append(Measurement("text", "keras-hub", "kerashub", "text",
                                    dict(precision=precision, padding="bucket" if best else "longest", **kw)))
             out.append(Measurement("text", "Hugging Face", "hf", "text", dict(precision=precision, **kw)))
-        if best:  # the text model (tokenizer inside, padding to the longest row), compiled as the OpenVINO row
-            out.append(Measurement("text", OURS_OPENVINO, "ours_openvino", "text",
-                                   dict(precision="bfloat16", hint="LATENCY", **kw),
-                                   skip=missing_package("openvino") or missing_package("openvino_tokenizers")))
+        # The text model (tokenizer inside, padding to the longest row), compiled as the OpenVINO row.
+        for system, pack in ((OURS_OPENVINO, True),) + (() if best else ((OURS_OPENVINO_PADDED, False),)):
+            out.append(Measurement("text", system, "ours_openvino", "text",
+                                   dict(precision="bfloat16", hint="LATENCY", **kw, **({} if pack else
+                                                                                      {"pack_tokens": False})),
+                                   skip=openvino_ours))
         for system, (runtime, precisions) in ONNX_RUNTIMES.items():
             for precision in (precisions if best else precisions[:1]):
                 extra = {"hint": "LATENCY"} if runtime == "openvino" else {}
@@ -269,10 +276,18 @@ def text_plan(spm_path: str, pool_file: str, quick: bool) -> List[Measurement]:
     return out
 
 
+def pads_like_peers(m: Measurement) -> bool:
+    """Whether our raw-text row pads each batch to its longest row as the peers do (no buckets, no packing)."""
+    return bool(m.kwargs.get("one_padded_batch")) or m.kwargs.get("pack_tokens") is False
+
+
 def comparison(m: Measurement) -> str:
-    """BEST_USE or SAME_PADDING: which table of its group a text or fine-tuning row is in."""
+    """BEST_USE, or for random batches SAME_PADDING (fine-tuning) or AS_SERVED (raw text):
+    which table of its group a text or fine-tuning row is in."""
     order = m.kwargs.get("feed") if m.group == "text" else m.kwargs.get("order")
-    return SAME_PADDING if order == common.RANDOM else BEST_USE
+    if order != common.RANDOM:
+        return BEST_USE
+    return AS_SERVED if m.group == "text" else SAME_PADDING
 
 
 def _priority(m: Measurement) -> int:
@@ -600,10 +615,15 @@ def text_section(text: Sequence[Measurement]) -> List[str]:
              f"(the batch's longest rounded up to a multiple of {common.BUCKET_STEP}) + backbone; Hugging Face "
              "and the ONNX runtimes: AlbertTokenizer (Rust, from spiece.model; padding='longest') + the model; "
              f"{OURS_OPENVINO}: our encoder's text model from `albert-export --format=openvino` (openvino-tokenizers "
-             "inside, padding to the batch's longest), compiled as the OpenVINO row.",
-             f"- **{SAME_PADDING}**: random batches, every system padding each batch to its longest row (ours "
-             "without its buckets; keras-hub packed to that length).", ""]
-    for name in (BEST_USE, SAME_PADDING):
+             "inside, padding to the batch's longest, its dense layers on the real tokens only: packed tokens), "
+             "compiled as the OpenVINO row.",
+             f"- **{AS_SERVED}**: the same random batches for every system, as requests arrive at a server. The "
+             "peers pad each batch to its longest row (keras-hub packed to that length). Ours is shown both ways: "
+             "at its normal use (the task model and SavedModel with their length buckets of rows, our OpenVINO "
+             f"export with packed tokens) and padding as the peers do (\"no buckets\", \"{OURS_OPENVINO_PADDED}\"), "
+             "each with its ratios. \"padded tokens/sentence\" is the batches' padded length, not the work of "
+             "buckets or packed tokens.", ""]
+    for name in (BEST_USE, AS_SERVED):
         rows = [m for m in text if comparison(m) == name]
         if not rows:
             continue
@@ -618,6 +638,9 @@ def text_section(text: Sequence[Measurement]) -> List[str]:
                          f"{_fmt(m.median('padded_tokens'), 1)} | {_fmt(m.median('real_tokens'), 1)} | {lat} | "
                          f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
         lines += [""] + _ratio_lines(rows, f"raw text, {name}")
+        if name == AS_SERVED:
+            padded = [m for m in rows if not _is_ours(m.system) or pads_like_peers(m)]
+            lines += _ratio_lines(padded, f"raw text, {name}, ours padding as the peers (same padding)")
     return lines + check_lines(text)
 
 

@@ -21,8 +21,8 @@ TF Serving loads.
 
 --format=openvino writes <export_dir>/<version>/model.xml + model.bin, an
 OpenVINO IR that OpenVINO Model Server serves with TF Serving's API (the
-encoder: text in, or ids with --notext_signatures; the classifier: ids only,
---notext_signatures; see albert_tf/export/openvino.py).
+encoder or the classifier: text in, or ids with --notext_signatures; the dense
+layers run on the real tokens only; see albert_tf/export/openvino.py).
 """
 
 from __future__ import annotations
@@ -114,8 +114,7 @@ def _define_flags() -> None:
     export_flags.define_export_flags()
     flags.DEFINE_enum("format", "savedmodel", ["savedmodel", "openvino"],
                       "savedmodel: a TF Serving SavedModel. openvino: an OpenVINO IR (model.xml + model.bin) for "
-                      "OpenVINO Model Server: the encoder, or the classifier with --notext_signatures (needs the "
-                      "[openvino] extra).")
+                      "OpenVINO Model Server: the encoder or the classifier (needs the [openvino] extra).")
 
 
 def run() -> None:

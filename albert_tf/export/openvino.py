@@ -14,8 +14,13 @@ with the same weights: the frontend rejects bfloat16 constants, and the
 OpenVINO CPU plugin picks bf16 itself where the CPU has it). Inputs
 `input_ids`, `input_mask`, `segment_ids` (int32 [batch, seq]); outputs as the
 SavedModel's (encoder: `pooled_output`, `sequence_output`, `input_mask`).
+By default the dense layers run on the real tokens only (`pack_tokens`,
+`albert_tf.layers.token_packing`): a batch of mixed-length text does no work
+on its padding (on an AMX CPU, random batches of real sentences: 1.8x the
+padded model's rate, `bench/results/performance_notes.md`), and
+`sequence_output` is 0 at padding positions.
 
-With text (the default; the encoder only, see TEXT_HEADS) the model's input is instead `text` (string
+With text (the default; see TEXT_HEADS) the model's input is instead `text` (string
 [batch]): an openvino-tokenizers tokenizer built from the same SentencePiece
 model, with the original's normalisation written as its normalisation steps
 (Python's whitespace collapsed to one space and stripped, NFKD, characters of
@@ -30,15 +35,17 @@ as the SavedModel's `serving_default` except where `TEXT_DIFFERENCES` says.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 from typing import Any, Optional
 
 OPENVINO_HEADS = ("encoder", "classifier")
-# Heads with the text model. The classifier's graph (a While loop) connected to the tokenizer fails in the
-# OpenVINO 2026.4 CPU plugin at inference (Broadcast shape check inside the Loop); its ids model works.
-TEXT_HEADS = ("encoder",)
+# Heads with the text model. A classifier traced with its buckets of rows (pack_tokens=False: a While loop)
+# and connected to the tokenizer fails in the OpenVINO 2026.4 CPU plugin at inference (Broadcast shape check
+# inside the Loop); packed tokens (the default) need no loop.
+TEXT_HEADS = ("encoder", "classifier")
 MODEL_FILE = "model.xml"
 # Where the text model's ids may differ from the SavedModel's serving_default.
 TEXT_DIFFERENCES = (
@@ -58,7 +65,7 @@ TEXT_DIFFERENCES = (
 def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, version: Optional[int] = None,
                     max_seq_length: Optional[int] = None, spm_model_file: Optional[str] = None,
                     do_lower_case: Optional[bool] = None, normalization: Optional[str] = None,
-                    text_signatures: bool = True, label_names=None) -> str:
+                    text_signatures: bool = True, label_names=None, pack_tokens: bool = True) -> str:
     """Writes `model` as an OpenVINO IR to export_dir/<version>/model.xml (+ model.bin).
 
     Args:
@@ -68,13 +75,19 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         text_signatures: True (TEXT_HEADS only): the model takes `text`
             (string [batch]), with the tokenizer inside; False: `input_ids`,
             `input_mask`, `segment_ids`.
+        pack_tokens: True: the dense layers run on the real tokens only
+            (`AlbertEncoder.inference_packs_tokens`; a classifier's buckets of
+            rows are then not used): mixed-length batches skip the padding's
+            work, and `sequence_output` is 0 at padding positions. False:
+            every position is computed, as the SavedModel does.
 
     Returns:
         The version folder written.
 
     Raises:
         ValueError: a head OpenVINO's export does not cover, or text for a
-            head outside TEXT_HEADS.
+            head outside TEXT_HEADS (or a classifier's text with
+            pack_tokens=False).
         FileExistsError: export_dir/version exists already.
     """
     import openvino as ov
@@ -91,13 +104,17 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     if text_signatures and head not in TEXT_HEADS:
         raise ValueError(f"--format=openvino: head {head!r} is exported with ids inputs only (text_signatures=False / "
                          f"--notext_signatures); the text model covers {TEXT_HEADS}.")
+    if text_signatures and head != "encoder" and not pack_tokens:
+        raise ValueError(f"--format=openvino: the {head} text model needs pack_tokens=True (with its buckets of "
+                         "rows, a While loop, OpenVINO's CPU plugin fails behind the tokenizer); or export ids "
+                         "inputs only (text_signatures=False).")
     model = _float32_copy(model)
     _, pre = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
         # OpenVINO turns the weights into constants: trace the dense layers in the form it fuses (MatMul +
         # bias add), not the one TensorFlow runs faster with variables.
-        with tracing_for_constant_weights():
+        with tracing_for_constant_weights(), _packed_tokens(model, pack_tokens):
             saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
                                        freeze_weights=False, label_names=label_names, max_seq_length=max_seq_length,
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,
@@ -117,6 +134,23 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return final_dir
+
+
+@contextlib.contextmanager
+def _packed_tokens(model, pack: bool):
+    """Traces `model` with its encoder packing tokens (and no buckets of rows) when `pack`."""
+    encoder = getattr(model, "encoder", model)
+    saved = encoder.inference_packs_tokens, getattr(model, "inference_rows_per_bucket", None)
+    if pack:
+        encoder.inference_packs_tokens = True
+        if saved[1] is not None:
+            model.inference_rows_per_bucket = None
+    try:
+        yield
+    finally:
+        encoder.inference_packs_tokens = saved[0]
+        if saved[1] is not None:
+            model.inference_rows_per_bucket = saved[1]
 
 
 def _warn_on_resplit(pre) -> None:

@@ -213,4 +213,7 @@ def _with_preprocessor(model, preprocessor):
     config["preprocessor"] = keras.layers.serialize(preprocessor)
     copy = type(model).from_config(config)
     copy.set_weights(model.get_weights())
+    # How inference runs is set on the instance, not in the config.
+    copy.inference_rows_per_bucket = model.inference_rows_per_bucket
+    copy.encoder.inference_packs_tokens = model.encoder.inference_packs_tokens
     return copy

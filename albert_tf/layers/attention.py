@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
 from albert_tf.layers.fused import dense_2d, flatten_tokens, unflatten_tokens
+from albert_tf.layers.token_packing import TokenPacking, pack_tokens, unpack_tokens
 
 # The original adds this to the scores of masked keys (modeling.py).
 MASK_ADDER = -10000.0
@@ -97,18 +98,21 @@ class AlbertAttention(keras.layers.Layer):
             dense.build((None, self.hidden_size))
         self.layer_norm.build((None, self.hidden_size))
 
-    def _heads(self, dense, x2d, batch_size):
-        """[B*T, H] -> [B, N, T, D] projection."""
+    def _heads(self, dense, x2d, batch_size, packing):
+        """[B*T or N packed, H] -> [B, N, T, D] projection."""
         y = dense_2d(dense, x2d, fuse_bias=self.fuse_projection_bias)
+        if packing is not None:
+            y = unpack_tokens(y, packing)
         y = tf.reshape(y, [batch_size, -1, self.num_attention_heads, self.head_size])
         return tf.transpose(y, [0, 2, 1, 3])
 
-    def call(self, x, mask_bias, training=None):
-        batch_size = tf.shape(x)[0]
+    def call(self, x, mask_bias, training=None, packing: TokenPacking = None):
+        """x: [B, T, H], or with `packing` the real tokens [N, H] (`albert_tf.layers.token_packing`)."""
+        batch_size = tf.shape(x)[0] if packing is None else tf.shape(mask_bias)[0]
         x2d = flatten_tokens(x)
-        q = self._heads(self.query, x2d, batch_size)
-        k = self._heads(self.key, x2d, batch_size)
-        v = self._heads(self.value, x2d, batch_size)
+        q = self._heads(self.query, x2d, batch_size, packing)
+        k = self._heads(self.key, x2d, batch_size, packing)
+        v = self._heads(self.value, x2d, batch_size, packing)
         # One BatchMatMul * scale + mask: the remapper's fused pattern. For
         # D = 64 the scale (1/8) is exact in every dtype, and the mask (0 or
         # -10000) is exact enough in bfloat16/float16.
@@ -119,6 +123,8 @@ class AlbertAttention(keras.layers.Layer):
         probs = self.attention_dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = tf.matmul(tf.cast(probs, v.dtype), v)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
+        if packing is not None:
+            context = pack_tokens(context, packing)
         out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)
         out = self.output_dropout(out, training=training)
         out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))

@@ -91,7 +91,9 @@ def flatten_tokens(x: tf.Tensor) -> tf.Tensor:
 
 
 def unflatten_tokens(x: tf.Tensor, like: tf.Tensor) -> tf.Tensor:
-    """[B*T, W] -> [B, T, W] with B and T taken from `like`."""
+    """[B*T, W] -> [B, T, W] with B and T taken from `like` (a 2-D `like`: x as it is)."""
+    if like.shape.rank == 2:
+        return x
     shape = tf.shape(like)
     return tf.reshape(x, [shape[0], shape[1], x.shape[-1]])
 

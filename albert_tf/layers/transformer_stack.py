@@ -107,8 +107,10 @@ class AlbertTransformerStack(keras.layers.Layer):
             for k, layer in enumerate(group):
                 setattr(self, f"ffn_{g}_{k}", layer)
 
-    def call(self, x, mask_bias, training=None):
-        """Returns the output of every inner block: a list of L*K tensors [B, T, H]."""
+    def call(self, x, mask_bias, training=None, packing=None):
+        """Returns the output of every inner block: a list of L*K tensors [B, T, H]
+        (with `packing`, x and the outputs are the real tokens [N, H]: see
+        `albert_tf.layers.token_packing`)."""
         c = self.config
         outputs = []
         for layer_index in range(c.num_hidden_layers):
@@ -117,7 +119,7 @@ class AlbertTransformerStack(keras.layers.Layer):
             ]
             ffn = self.ffn_groups[group_for_layer(layer_index, c.num_hidden_layers, c.num_ffn_groups)]
             for k in range(c.inner_group_num):
-                x = attention[k](x, mask_bias, training=training)
+                x = attention[k](x, mask_bias, training=training, packing=packing)
                 x = ffn[k](x, training=training)
                 outputs.append(x)
         return outputs

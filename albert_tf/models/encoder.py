@@ -9,6 +9,8 @@ from albert_tf.config import AlbertConfig
 from albert_tf.models.config_model import ConfigModel
 from albert_tf.layers.attention import attention_mask_bias
 from albert_tf.layers.embeddings import AlbertEmbeddings
+from albert_tf.layers.fused import flatten_tokens, unflatten_tokens
+from albert_tf.layers import token_packing
 from albert_tf.layers.transformer_stack import AlbertTransformerStack
 
 ENCODER_INPUTS = ("input_ids", "input_mask", "segment_ids")
@@ -27,7 +29,10 @@ class AlbertEncoder(ConfigModel):
     (default zeros). Other keys are ignored. Outputs are a dict with
     `sequence_output` [B, T, H] and `pooled_output` [B, H] (tanh of a dense
     layer on the [CLS] position). Works at any T <= max_position_embeddings.
-    The model is built (all weights created) at construction.
+    The model is built (all weights created) at construction. With
+    `inference_packs_tokens = True`, inference runs the dense layers on the
+    real tokens only (`albert_tf.layers.token_packing`; the OpenVINO export's
+    default): the same outputs at real positions, 0 at padding positions.
 
     Args:
         config: an `AlbertConfig`.
@@ -42,6 +47,10 @@ class AlbertEncoder(ConfigModel):
     >>> out["sequence_output"].shape, out["pooled_output"].shape
     (TensorShape([1, 4, 32]), TensorShape([1, 32]))
     """
+
+    # Inference (not training) runs the dense layers on the real tokens only
+    # (`albert_tf.layers.token_packing`); sequence_output is then 0 at padding.
+    inference_packs_tokens = False
 
     def __init__(self, config: AlbertConfig, **kwargs):
         kwargs.setdefault("name", "albert_encoder")
@@ -98,7 +107,13 @@ class AlbertEncoder(ConfigModel):
         x = self.embeddings(input_ids, segment_ids, training=training)
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
-        layers = self.transformer(x, attention_mask_bias(input_mask), training=training)
+        if self.inference_packs_tokens and not training:
+            packing = token_packing.token_packing(input_mask)
+            packed = self.transformer(token_packing.pack_tokens(flatten_tokens(x), packing),
+                                      attention_mask_bias(input_mask), training=training, packing=packing)
+            layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) for p in packed]
+        else:
+            layers = self.transformer(x, attention_mask_bias(input_mask), training=training)
         sequence_output = layers[-1]
         pooled_output = self.pooler(sequence_output[:, 0])
         outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}

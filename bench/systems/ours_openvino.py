@@ -13,9 +13,9 @@ PERFORMANCE_HINT LATENCY by default).
   segment_ids), full-length batches. Its export checks a SentencePiece model
   of the encoder's vocabulary, which the ids graph does not hold: the text
   benchmarks' model padded with unused pieces to that size.
-- `text`: the text model (openvino-tokenizers inside: strings in, padded to
-  each batch's longest row) over the pool's batches; the length-grouped feed
-  gives it batches of similar length, as our TensorFlow rows get.
+- `text`: the text model (openvino-tokenizers inside: strings in, each batch
+  padded to its longest row, the dense layers on the real tokens only unless
+  pack_tokens=False) over the pool's batches.
 
 Every timed function first compares the compiled model's outputs with our
 Keras encoder's (float32) on the same inputs, reported as
@@ -99,8 +99,8 @@ def padded_spm(spm_path: str, vocab_size: int, cache_dir: Optional[str] = None) 
     return path
 
 
-def _export_key(encoder, spm_path: str, text: bool) -> str:
-    """A hash of the weights, the config, the SentencePiece model, the text flag and the versions."""
+def _export_key(encoder, spm_path: str, text: bool, pack_tokens: bool) -> str:
+    """A hash of the weights, the config, the SentencePiece model, the export's flags and the versions."""
     from importlib import metadata
 
     key = hashlib.sha256()
@@ -109,20 +109,21 @@ def _export_key(encoder, spm_path: str, text: bool) -> str:
     with open(spm_path, "rb") as f:
         key.update(f.read())
     versions = [metadata.version(n) for n in ("tensorflow", "keras", "openvino")]
-    key.update(f"{encoder.get_config()} text={text} {versions}".encode())
+    key.update(f"{encoder.get_config()} text={text} pack_tokens={pack_tokens} {versions}".encode())
     return key.hexdigest()[:16]
 
 
-def export(encoder, spm_path: str, text: bool, cache_dir: Optional[str] = None) -> str:
+def export(encoder, spm_path: str, text: bool, cache_dir: Optional[str] = None, pack_tokens: bool = True) -> str:
     """The model.xml of export_openvino(encoder) (exported once per key, then cached)."""
     from albert_tf.export.openvino import MODEL_FILE, export_openvino
 
-    name = f"albert-{'text' if text else 'ids'}-{_export_key(encoder, spm_path, text)}"
+    name = f"albert-{'text' if text else 'ids'}-{_export_key(encoder, spm_path, text, pack_tokens)}"
     folder = os.path.join(_cache_dir(cache_dir), name)
     if not os.path.exists(folder):
         tmp = f"{folder}.{os.getpid()}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         version = export_openvino(encoder, tmp, version=1, spm_model_file=spm_path, text_signatures=text,
+                                  pack_tokens=pack_tokens,
                                   max_seq_length=min(common.TEXT_MAX_SEQ_LENGTH,
                                                      encoder.config.max_position_embeddings))
         os.replace(version, folder)
@@ -130,10 +131,11 @@ def export(encoder, spm_path: str, text: bool, cache_dir: Optional[str] = None) 
     return os.path.join(folder, MODEL_FILE)
 
 
-def _runner(encoder, spm_path: str, text: bool, precision: str, hint: str, cache_dir: Optional[str]):
+def _runner(encoder, spm_path: str, text: bool, precision: str, hint: str, cache_dir: Optional[str],
+            pack_tokens: bool = True):
     """(run(feeds) -> outputs, settings) of the exported model compiled by OpenVINO."""
     onnx_runtimes._check_runtime("openvino", precision)
-    path = export(encoder, spm_path, text, cache_dir)
+    path = export(encoder, spm_path, text, cache_dir, pack_tokens)
     if text:
         import openvino_tokenizers  # noqa: F401  (registers the tokenizer's operations)
     return onnx_runtimes._openvino_runner(path, precision, hint, TEXT_OUTPUTS if text else IDS_OUTPUTS)
@@ -182,11 +184,12 @@ def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, hint: s
 
 def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
          hint: str = onnx_runtimes.DEFAULT_HINT, config=None, cache_dir: Optional[str] = None,
-         check_rows: int = 8) -> Dict[str, object]:
+         check_rows: int = 8, pack_tokens: bool = True) -> Dict[str, object]:
     """Raw strings through the text model over the pool's batches (`common.read_text_pool`).
 
-    config: default albert_base_v2 with the SentencePiece model's vocabulary.
-    The check runs on the first `check_rows` sentences of the first timed
+    config: default albert_base_v2 with the SentencePiece model's vocabulary;
+    pack_tokens: as export_openvino's (False: every batch padded to its longest
+    row, as the peers' text paths). The check runs on the first `check_rows` sentences of the first timed
     batch: the text model's tokens against our TensorFlow preprocessor's,
     then (when they are the same) its outputs against our Keras encoder's.
     """
@@ -200,7 +203,7 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
     texts = np.array([sentences[i] for i in timed[0][:check_rows]])
     ids = {k: np.asarray(v) for k, v in pre(texts).items()}
     reference = _reference(encoder, ids)
-    run, info = _runner(encoder, spm_path, True, precision, hint, cache_dir)
+    run, info = _runner(encoder, spm_path, True, precision, hint, cache_dir, pack_tokens)
     mask, *got = run({"text": texts})
     check = {"same_tokens": mask.shape == ids["input_mask"].shape and bool(np.all(mask == ids["input_mask"]))}
     check.update(_compare(got, ids, reference) if check["same_tokens"]

@@ -176,15 +176,19 @@ def test_mfu_limit_is_the_better_of_tensorflow_and_openvino_not_torch():
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_plan_has_our_openvino_export_next_to_openvino(quick):
-    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO]
+    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.system in (run.OURS_OPENVINO,
+                                                                                run.OURS_OPENVINO_PADDED)]
     infer = [m for m in rows if m.group == "infer"]
     assert [(m.module, m.function, m.kwargs["batch"], m.kwargs["seq"], m.kwargs["precision"], m.kwargs["hint"])
             for m in infer] == [("ours_openvino", "infer", 32, 128, "bfloat16", "LATENCY")]
     assert infer[0].kwargs["spm_path"] == "sp.model"
     text = [m for m in rows if m.group == "text"]
     assert all(m.function == "text" and m.kwargs["precision"] == "bfloat16" for m in text)
-    assert [m.kwargs["feed"] for m in text] == [common.GROUPED] and run.comparison(text[0]) == run.BEST_USE
-    assert run._is_ours(run.OURS_OPENVINO)
+    # Packed tokens (the export's default) in both tables, padded as the peers on random batches.
+    assert [(m.system, m.kwargs["feed"], run.comparison(m), m.kwargs.get("pack_tokens", True)) for m in text] == [
+        (run.OURS_OPENVINO, common.GROUPED, run.BEST_USE, True), (run.OURS_OPENVINO, common.RANDOM, run.AS_SERVED, True),
+        (run.OURS_OPENVINO_PADDED, common.RANDOM, run.AS_SERVED, False)]
+    assert run._is_ours(run.OURS_OPENVINO) and run._is_ours(run.OURS_OPENVINO_PADDED)
     import inspect
 
     from bench.systems import ours_openvino  # numpy-only at import: the worker's call binds

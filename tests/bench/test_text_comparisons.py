@@ -20,8 +20,9 @@ def _rows(group):
 def test_each_system_is_in_both_comparisons_on_the_same_batches(group):
     rows = _rows(group)
     order = "feed" if group == "text" else "order"
-    tables = {name: [m for m in rows if run.comparison(m) == name] for name in (run.BEST_USE, run.SAME_PADDING)}
-    want = {run.BEST_USE: common.GROUPED, run.SAME_PADDING: common.RANDOM}
+    second = run.AS_SERVED if group == "text" else run.SAME_PADDING
+    tables = {name: [m for m in rows if run.comparison(m) == name] for name in (run.BEST_USE, second)}
+    want = {run.BEST_USE: common.GROUPED, second: common.RANDOM}
     for name, part in tables.items():
         # Length-grouped batches for every system in the best-use table, random ones in the other.
         assert {m.kwargs[order] for m in part} == {want[name]}
@@ -30,14 +31,18 @@ def test_each_system_is_in_both_comparisons_on_the_same_batches(group):
     peers = {"keras-hub" if group == "text" else "keras-hub fit", "Hugging Face"}
     for part in tables.values():
         assert peers <= {m.system for m in part} and any(run._is_ours(m.system) for m in part)
-    # keras-hub pre-packed to bucket lengths at its best, to the longest row in "same padding";
-    # ours without its row buckets in "same padding".
+    # keras-hub pre-packed to bucket lengths at its best, to the longest row on random batches;
+    # ours on random batches both ways: at its normal use and padding as the peers.
     kh = {run.comparison(m): m.kwargs["padding"] for m in rows if m.module == "kerashub" or
           (m.function == "kerashub")}
-    assert kh == {run.BEST_USE: "bucket", run.SAME_PADDING: "longest"}
+    assert kh == {run.BEST_USE: "bucket", second: "longest"}
     if group == "text":
-        same_ours = [m for m in tables[run.SAME_PADDING] if run._is_ours(m.system)]
-        assert same_ours and all(m.kwargs.get("one_padded_batch") for m in same_ours)
+        served = [m for m in tables[run.AS_SERVED] if run._is_ours(m.system)]
+        padded = {m.system for m in served if run.pads_like_peers(m)}
+        assert padded == {"albert-tf task model, no buckets", run.OURS_OPENVINO_PADDED}
+        assert {m.system for m in served} - padded == {"albert-tf task model", "albert-tf SavedModel",
+                                                       run.OURS_OPENVINO}
+        assert not any(run.pads_like_peers(m) for m in tables[run.BEST_USE])
 
 
 def test_length_grouped_batches_follow_group_by_length_and_pad_less():
@@ -118,11 +123,14 @@ def test_text_section_has_one_table_and_ratios_per_comparison():
         return m
 
     rows = [row("albert-tf task model", common.GROUPED, [30.0, 32.0]), row("Hugging Face", common.GROUPED, [20.0]),
-            row("albert-tf task model, no buckets", common.RANDOM, [12.0]), row("Hugging Face", common.RANDOM, [10.0]),
-            row(run.OPENVINO, common.RANDOM, [])]
+            row("albert-tf task model", common.RANDOM, [16.0]),
+            row("albert-tf task model, no buckets", common.RANDOM, [12.0], one_padded_batch=True),
+            row("Hugging Face", common.RANDOM, [10.0]), row(run.OPENVINO, common.RANDOM, [])]
     rows[-1].skip = "not installed: openvino (pip install -e '.[bench]')"
     text = "\n".join(run.text_section(rows))
-    best, same = text.split("### Same padding")
+    best, served = text.split("### Random batches, as a server receives them")
     assert "### Each system at its best normal use" in best and "**1.55x**" in best  # median 31 / 20
-    assert "**1.20x**" in same and "**1.55x**" not in same  # 12 / 10
-    assert f"| {run.OPENVINO} | bfloat16 | n/a | not installed: openvino" in same
+    normal, same = served.split("ours padding as the peers (same padding)")
+    assert "**1.60x**" in normal and "**1.55x**" not in served  # 16 / 10
+    assert "**1.20x**" in same  # 12 / 10
+    assert f"| {run.OPENVINO} | bfloat16 | n/a | not installed: openvino" in served
