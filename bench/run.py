@@ -788,6 +788,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--render_only", default="", help="rewrite RESULTS.md from a saved run.json")
     parser.add_argument("--budget_minutes", type=float, default=None,
                         help="start no measurement after this long (the plan runs in priority order)")
+    parser.add_argument("--priorities", type=int, default=None,
+                        help="run only the first N priority classes of the plan (each repeated --reps times): "
+                             "1 TensorFlow's matmul limit, 2 OpenVINO's, 3 bf16 training, 4 raw text, 5 bf16 "
+                             "inference at batch 32, 6 fine-tuning, then the rest")
     args = parser.parse_args(argv)
     reps = args.reps or (1 if args.quick else 3)
     python = sys.executable
@@ -796,9 +800,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pool_file = common.write_text_pool(os.path.join(args.cache_dir, f"text_pool_{TEXT_POOL}_b{TEXT_BATCH}.json"),
                                        spm_path, TEXT_POOL, TEXT_BATCH)
     measurements = plan(args.quick, spm_path, pool_file, args.smoke)
-    if args.only:
-        groups = set(args.only.split(","))
-        measurements = [m for m in measurements if m.group in groups]
+    measurements = select(measurements, args.only, args.priorities)
     if args.dry_run:
         for m in measurements:
             print(m.key)
@@ -837,6 +839,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     save()
     final = dict(header(), data_note=data_note(args.with_data, python))
     return _write(render(measurements, final), args.output)
+
+
+def select(measurements: Sequence[Measurement], only: str = "", priorities: Optional[int] = None) -> List[Measurement]:
+    """The measurements of the groups in `only` (comma-separated; empty: all) whose priority
+    class (`_priority`) is below `priorities` (None: all), in the plan's order."""
+    groups = set(only.split(",")) if only else None
+    return [m for m in measurements if (groups is None or m.group in groups)
+            and (priorities is None or _priority(m) < priorities)]
 
 
 def portable_json(data, cache_dir: str) -> str:

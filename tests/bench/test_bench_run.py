@@ -246,3 +246,17 @@ def test_plan_measures_the_exported_frozen_graph_beside_ours(quick):
     rows = [m for m in run.plan(quick, "", "") if m.group == "infer" and m.kwargs.get("frozen")]
     assert [(m.module, m.kwargs["batch"], m.kwargs["precision"], m.kwargs["xla"]) for m in rows] == [
         ("ours", 32, "bfloat16", False)]
+
+
+def test_select_keeps_groups_and_the_first_priority_classes_in_plan_order():
+    rows = run.plan(True, "sp.model", "pool.json")
+    top = run.select(rows, priorities=5)
+    # TF's matmul limit, OpenVINO's at 4096, bf16 training, raw text, bf16 inference at batch 32.
+    assert {m.group for m in top} == {"matmul", "train", "text", "infer"}
+    assert all(m.kwargs.get("precision") == "bfloat16" and not m.kwargs.get("xla") for m in top
+               if m.group in ("train", "infer")) and all(m.kwargs["batch"] == 32 for m in top if m.group == "infer")
+    assert len([m for m in top if m.group == "text"]) == len([m for m in rows if m.group == "text"])
+    assert top == [m for m in rows if m in top]  # the plan's order
+    assert run.select(rows, only="text") == [m for m in rows if m.group == "text"]
+    assert run.select(rows, only="text,infer", priorities=4) == [m for m in rows if m.group == "text"]
+    assert run.select(rows) == list(rows)
