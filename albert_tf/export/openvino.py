@@ -16,7 +16,7 @@ OpenVINO CPU plugin picks bf16 itself where the CPU has it). Inputs
 SavedModel's (encoder: `pooled_output`, `sequence_output`, `input_mask`).
 By default the dense layers run on the real tokens only (`pack_tokens`,
 `albert_tf.layers.token_packing`): a batch of mixed-length text does no work
-on its padding (on an AMX CPU, random batches of real sentences: 1.8x the
+on its padding (on an AMX CPU, random batches of real sentences: about 1.7x the
 padded model's rate, `bench/results/performance_notes.md`), and
 `sequence_output` is 0 at padding positions.
 

@@ -111,7 +111,9 @@ class AlbertEncoder(ConfigModel):
             packing = token_packing.token_packing(input_mask)
             packed = self.transformer(token_packing.pack_tokens(flatten_tokens(x), packing),
                                       attention_mask_bias(input_mask), training=training, packing=packing)
-            layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) for p in packed]
+            # Only what is returned goes back to [B, T, H].
+            layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) if keep else p
+                      for keep, p in zip([return_all_layers] * (len(packed) - 1) + [True], packed)]
         else:
             layers = self.transformer(x, attention_mask_bias(input_mask), training=training)
         sequence_output = layers[-1]
