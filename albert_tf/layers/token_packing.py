@@ -9,7 +9,11 @@ packed back (a gather). Each token's result is the padded computation's:
 dense layers and LayerNorm act row by row and padded keys are masked.
 
 Position 0 of every row counts as a real token: rows are never empty, and
-the [CLS] output the pooler reads is always computed.
+the [CLS] output the pooler reads is always computed. A row with no real
+token at all (an all-padding filler row) is computed at every position: the
+padded computation's [CLS] attends to all of that row's positions alike (its
+keys are all masked), so packing only position 0 would give it another
+pooled output (issue 29).
 """
 
 from typing import NamedTuple
@@ -25,7 +29,8 @@ class TokenPacking(NamedTuple):
         unpack_index: int32 [B*T], each position's row in the packed [N]
             (a padding position points at its row's last real token before
             it, a finite value that the attention mask hides).
-        mask: [B*T] bool, the real positions.
+        mask: [B*T] bool, the positions computed: the real ones, position 0,
+            and every position of a row without a real token.
     """
 
     index: tf.Tensor
@@ -40,10 +45,13 @@ def token_packing(input_mask: tf.Tensor) -> TokenPacking:
     >>> p = token_packing(tf.constant([[1, 1, 0], [1, 0, 0]]))
     >>> p.index.numpy().tolist(), p.unpack_index.numpy().tolist()
     ([0, 1, 3], [0, 1, 1, 2, 2, 2])
+    >>> token_packing(tf.constant([[1, 0], [0, 0]])).index.numpy().tolist()  # an all-padding row: all of it
+    [0, 2, 3]
     """
     real = tf.cast(input_mask, tf.bool)
     first = tf.equal(tf.range(tf.shape(real)[1]), 0)
-    mask = tf.reshape(tf.logical_or(real, first[tf.newaxis, :]), [-1])
+    empty_row = tf.logical_not(tf.reduce_any(real, axis=1, keepdims=True))
+    mask = tf.reshape(tf.logical_or(tf.logical_or(real, first[tf.newaxis, :]), empty_row), [-1])
     index = tf.cast(tf.reshape(tf.where(mask), [-1]), tf.int32)
     unpack_index = tf.cumsum(tf.cast(mask, tf.int32)) - 1
     return TokenPacking(index, unpack_index, mask)

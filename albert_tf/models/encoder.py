@@ -32,7 +32,8 @@ class AlbertEncoder(ConfigModel):
     The model is built (all weights created) at construction. With
     `inference_packs_tokens = True`, inference runs the dense layers on the
     real tokens only (`albert_tf.layers.token_packing`; the OpenVINO export's
-    default): the same outputs at real positions, 0 at padding positions.
+    default): the same outputs at real positions, 0 at padding positions
+    (a row without any real token is computed whole, as padded inference does).
 
     Args:
         config: an `AlbertConfig`.

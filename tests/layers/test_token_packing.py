@@ -13,16 +13,36 @@ from tests.albert_tf import numpy_reference
 
 
 def test_packing_indices_hand_worked():
-    # Row 0: 2 real of 3; row 1: 1 real; row 2: a mask of zeros keeps its position 0.
+    # Row 0: 2 real of 3; row 1: 1 real; row 2: a mask of zeros (a filler row) is kept whole.
     p = token_packing(tf.constant([[1, 1, 0], [1, 0, 0], [0, 0, 0]]))
-    assert p.index.numpy().tolist() == [0, 1, 3, 6]
-    assert p.unpack_index.numpy().tolist() == [0, 1, 1, 2, 2, 2, 3, 3, 3]
-    assert p.mask.numpy().tolist() == [True, True, False, True, False, False, True, False, False]
+    assert p.index.numpy().tolist() == [0, 1, 3, 6, 7, 8]
+    assert p.unpack_index.numpy().tolist() == [0, 1, 1, 2, 2, 2, 3, 4, 5]
+    assert p.mask.numpy().tolist() == [True, True, False, True, False, False, True, True, True]
     rows = tf.reshape(tf.range(9, dtype=tf.float32), [9, 1]) + 1.0
     packed = pack_tokens(rows, p)
-    assert packed.numpy().ravel().tolist() == [1.0, 2.0, 4.0, 7.0]
-    assert unpack_tokens(packed, p).numpy().ravel().tolist() == [1, 2, 2, 4, 4, 4, 7, 7, 7]
-    assert unpack_tokens_zero_padding(packed, p).numpy().ravel().tolist() == [1, 2, 0, 4, 0, 0, 7, 0, 0]
+    assert packed.numpy().ravel().tolist() == [1.0, 2.0, 4.0, 7.0, 8.0, 9.0]
+    assert unpack_tokens(packed, p).numpy().ravel().tolist() == [1, 2, 2, 4, 4, 4, 7, 8, 9]
+    assert unpack_tokens_zero_padding(packed, p).numpy().ravel().tolist() == [1, 2, 0, 4, 0, 0, 7, 8, 9]
+
+
+def test_an_all_padding_filler_row_gets_the_padded_pooled_output():
+    """Issue 29: with only its position 0 packed, a filler row's [CLS] attended to copies of position 0, while
+    the padded computation attends to every (masked) position alike: another pooled output."""
+    enc = _randomized(albert_tf.AlbertEncoder(AlbertConfig.tiny()))
+    inputs = _mixed_lengths((4, 0, 2), length=4)
+    assert not inputs["input_mask"][1].any()
+    enc.inference_packs_tokens = False
+    want = enc(inputs, training=False)
+    enc.inference_packs_tokens = True
+    got = enc(inputs, training=False)
+    np.testing.assert_allclose(got["pooled_output"], want["pooled_output"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got["sequence_output"][1], want["sequence_output"][1], atol=1e-5, rtol=0)
+    # The filler row's output differs from one computed on its position 0 alone (what packing gave before):
+    # the check above can fail.
+    alone = {k: v[1:2, :1] for k, v in inputs.items()}
+    enc.inference_packs_tokens = False
+    first_only = enc(alone, training=False)["pooled_output"].numpy()[0]
+    assert np.max(np.abs(first_only - want["pooled_output"].numpy()[1])) > 1e-2
 
 
 def _randomized(model, seed=1):
