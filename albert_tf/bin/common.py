@@ -276,6 +276,12 @@ def library_error_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+def preempted_types() -> tuple[type[BaseException], ...]:
+    """`albert_tf.preemption.Preempted` once imported (SIGTERM/SIGINT: exit code 75, one line)."""
+    preemption = sys.modules.get("albert_tf.preemption")
+    return (preemption.Preempted,) if preemption is not None else ()
+
+
 def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:
     """Defines the binary's flags, parses them and runs `main` the albert-tf way.
 
@@ -320,6 +326,10 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             return main(argv)
         except app.UsageError:
             raise
+        except preempted_types() as error:  # a checkpoint was written: "try again later"
+            sys.stderr.write(f"{name}: {error}\n")
+            sys.stderr.flush()
+            sys.exit(error.exit_code)
         except library_error_types() as error:
             logging.debug("%s failed", name, exc_info=True)  # the traceback with --verbosity=1
             message = _one_line(error)

@@ -13,6 +13,12 @@ On small hardware keep --train_batch_size and raise
 latest checkpoint in --output_dir. --do_eval writes eval_results.txt.
 --data_service_address=grpc://HOST:PORT moves the training input to tf.data
 service workers (albert-data-service); resume is then not exact.
+
+SIGTERM or SIGINT (a preemptible VM, a cluster scheduler, Ctrl-C) finishes
+the current step, writes its checkpoint and exits with code 75 (EX_TEMPFAIL)
+and one line naming the checkpoint; the same command resumes there exactly
+(all workers of a multi-worker run stop at the same step). A second signal
+stops at once. Exit codes: 0 done, 1 an error (one line), 75 preempted.
 """
 
 from __future__ import annotations
@@ -131,6 +137,7 @@ def main(argv) -> None:
     if data.data_service_address:
         try:
             training.data_service.check_address(data.data_service_address)
+            training.data_service.job_name(FLAGS.output_dir)  # refuses a relative path
         except ValueError as e:
             raise app.UsageError(str(e)) from None
         logging.info(

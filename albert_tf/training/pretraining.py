@@ -8,6 +8,7 @@ Reading order: `_check_arguments` -> `_prepare_state` (`TrainState.create`,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from typing import Any, Callable, Dict, Optional
@@ -18,6 +19,7 @@ from absl import logging
 
 from albert_tf import runtime as runtime_lib
 from albert_tf.config import AlbertConfig
+from albert_tf.preemption import Preempted, PreemptionWatcher
 from albert_tf.training import data_service
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
@@ -55,8 +57,14 @@ def _check_arguments(config: AlbertConfig, optimization: OptimizationConfig,
 def _train_loop(train_step, iterator, state: TrainState, start_step: int,
                 stop: StopPolicy, logger: MetricsLogger,
                 last_checkpoint: Optional[str], chief: bool,
-                data: PretrainingDataConfig, train_batch_size: int) -> None:
-    """Steps until the stop policy says so; logs and saves on its cadence."""
+                data: PretrainingDataConfig, train_batch_size: int,
+                watcher: Optional[PreemptionWatcher] = None) -> None:
+    """Steps until the stop policy says so; logs and saves on its cadence.
+
+    Raises:
+        Preempted: `watcher` saw SIGTERM / SIGINT (on any worker); the step
+            in progress was finished and checkpointed first.
+    """
     step = start_step
     while step < stop.num_train_steps:
         try:
@@ -92,6 +100,26 @@ def _train_loop(train_step, iterator, state: TrainState, start_step: int,
                 logging.info("Saved checkpoint %s", path)
         if stop_now:
             break
+        # Every worker asks once a step (a collective under multi-worker).
+        if watcher is not None and watcher.should_stop():
+            _checkpoint_and_stop(state, logger, step, save_now, last_checkpoint,
+                                 watcher.reason, chief)
+
+
+def _checkpoint_and_stop(state: TrainState, logger: MetricsLogger, step: int,
+                         saved: bool, last_checkpoint: Optional[str],
+                         reason: str, chief: bool) -> None:
+    """Writes the checkpoint of `step` (unless just saved) and raises Preempted."""
+    if not saved:
+        logger.flush(last_checkpoint)  # never checkpoint a non-finite loss
+        state.manager.save(checkpoint_number=step)
+    path = state.manager.latest_checkpoint
+    if not chief:  # the same step's checkpoint in output_dir, the chief's
+        scratch = os.path.dirname(path)
+        path = os.path.join(os.path.dirname(scratch), os.path.basename(path))
+    logging.warning("Preempted (%s) after step %d: saved checkpoint %s",
+                    reason, step, path)
+    raise Preempted(reason, step, path)
 
 
 def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
@@ -182,6 +210,7 @@ def run_pretraining(
     eval_dataset_fn: Optional[DatasetFn] = None,
     strategy: Optional[tf.distribute.Strategy] = None,
     log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
+    handle_preemption: bool = True,
 ) -> Dict[str, Any]:
     """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
 
@@ -197,6 +226,8 @@ def run_pretraining(
     accumulation, sequence and prediction lengths) are recorded in
     training_settings.json; resuming with others is a TrainingError. A larger
     num_train_steps is allowed (the schedule change is logged).
+    SIGTERM / SIGINT during training end the run after the current step with
+    a checkpoint of that step and `Preempted` (see `handle_preemption`).
 
     Args:
         config: the model config; output_dir must not hold another one.
@@ -221,6 +252,11 @@ def run_pretraining(
             eval_results.txt.
         strategy: a `tf.distribute.Strategy` (default: the current one).
         log_callback: called with each logged dict (step, loss, ...).
+        handle_preemption: while training, SIGTERM / SIGINT finish the
+            current step, write its checkpoint and raise
+            `albert_tf.preemption.Preempted` (every worker agrees on the
+            step); resuming from it is exact. False: the signals keep their
+            handlers.
 
     Returns:
         dict with global_step, the last interval's train metrics (loss,
@@ -280,8 +316,11 @@ def run_pretraining(
         optimization.num_train_steps, optimization.train_batch_size,
         optimization.micro_batch_size(replicas), replicas, accum,
         optimization.optimizer, precision)
-    _train_loop(train_step, iterator, state, start_step, stop, logger, latest,
-                chief, data, optimization.train_batch_size)
+    watcher = PreemptionWatcher(strategy) if handle_preemption else None
+    with watcher or contextlib.nullcontext():
+        _train_loop(train_step, iterator, state, start_step, stop, logger,
+                    latest, chief, data, optimization.train_batch_size,
+                    watcher)
 
     return _write_outputs(state, logger, output_dir, ckpt_dir, chief,
                           spm_model_file, eval_dataset_fn, strategy, data)

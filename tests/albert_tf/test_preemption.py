@@ -1,0 +1,164 @@
+"""SIGTERM / SIGINT: finish the step, checkpoint it, exit 75 with one line; the same command resumes exactly.
+
+The binaries run in subprocesses as a user runs them. To send the signal at a
+known step, the scripts below wrap the binary's `run()` and signal their own
+process from inside the step's log call (as a scheduler would, at a moment
+the test can name); `test_locking.py` sends SIGTERM from outside to the
+installed `albert-pretrain`.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import preemption
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import training_testlib as tl  # noqa: E402
+
+# Signals its own process once step K (argv[1]) is logged; worker index
+# SIGNAL_TASK only, under TF_CONFIG. The rest of argv is albert-pretrain's.
+_PRETRAIN_SIGNALLED_AT = """
+import json, os, signal, sys
+from albert_tf.training import reporting
+k, sig = int(sys.argv[1]), getattr(signal, os.environ.get("SIGNAL_NAME", "SIGTERM"))
+task = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}).get("index", 0)
+original = reporting.MetricsLogger.log
+
+def log(self, step):
+    original(self, step)
+    if step == k and task == int(os.environ.get("SIGNAL_TASK", "0")):
+        os.kill(os.getpid(), sig)
+
+reporting.MetricsLogger.log = log
+from albert_tf.bin import pretrain
+sys.argv = ["albert-pretrain"] + sys.argv[2:]
+pretrain.run()
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("preemption")
+    tl.write_tfrecords(str(root / "data" / "train-0.tfrecord"), 64, seed=3)
+    # Dropout on: the resumed run must also draw the uninterrupted run's masks.
+    tl.tiny_config(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1).to_json_file(
+        str(root / "albert_config.json"))
+    return root
+
+
+def _pretrain_flags(workdir, output_dir, steps, *extra):
+    return [f"--albert_config_file={workdir / 'albert_config.json'}",
+            f"--input_file={workdir / 'data' / 'train-*.tfrecord'}", f"--output_dir={output_dir}",
+            "--train_batch_size=8", "--max_seq_length=16", "--max_predictions_per_seq=3",
+            f"--num_train_steps={steps}", "--num_warmup_steps=1", "--learning_rate=0.01",
+            "--save_checkpoints_steps=100", "--log_steps=1", "--mixed_precision=float32", *extra]
+
+
+def _run(cmd, env=None, timeout=300):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _signalled_at(step, flags, env=None):
+    return _run([sys.executable, "-c", _PRETRAIN_SIGNALLED_AT, str(step)] + flags, env=env)
+
+
+def _plain(flags, env=None):
+    return _run([sys.executable, "-m", "albert_tf.bin.pretrain"] + flags, env=env)
+
+
+def _variables(checkpoint):
+    reader = tf.train.load_checkpoint(str(checkpoint))
+    # save_counter counts the saves of one folder, not training state.
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+
+
+def _assert_same_variables(got, want):
+    assert sorted(got) == sorted(want)
+    for name in want:  # weights, optimizer slots, step, dropout RNG state
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def _preempted_line(stderr, program="albert-pretrain"):
+    lines = [line for line in stderr.splitlines() if line.startswith(f"{program}: stopped by")]
+    assert len(lines) == 1, stderr[-3000:]
+    return lines[0]
+
+
+def test_pretrain_sigterm_checkpoints_the_step_and_the_rerun_equals_an_uninterrupted_run(workdir, tmp_path):
+    # Two replicas (MirroredStrategy over 2 logical CPUs): the one-device loop is the same code.
+    strategy = ["--strategy=mirrored", "--num_cpu_devices=2"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    done = _plain(_pretrain_flags(workdir, whole, 6, *strategy))
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    first = _signalled_at(3, _pretrain_flags(workdir, stopped, 6, *strategy))
+    assert first.returncode == preemption.EXIT_PREEMPTED == 75, first.stderr[-3000:]
+    line = _preempted_line(first.stderr)
+    assert line == (f"albert-pretrain: stopped by SIGTERM after step 3: checkpoint {stopped / 'ckpt-3'} "
+                    "written; run the same command again to resume from it (exit code 75).")
+    assert "step 4/6" not in first.stderr
+    assert not (stopped / "model.weights.safetensors").exists()  # not a finished run
+    at_3 = _variables(stopped / "ckpt-3")
+    assert at_3["global_step/.ATTRIBUTES/VARIABLE_VALUE"] == 3
+
+    again = _plain(_pretrain_flags(workdir, stopped, 6, *strategy))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Resumed from step 3" in again.stderr
+    want = _variables(whole / "ckpt-6")
+    assert any("rng" in name for name in want) and any("optimizer" in name for name in want)
+    _assert_same_variables(_variables(stopped / "ckpt-6"), want)
+    # The comparison sees a difference of three steps (it can fail).
+    with pytest.raises(AssertionError):
+        _assert_same_variables(at_3, want)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _two_workers(flags, signal_step=None):
+    """Both workers of a MultiWorkerMirroredStrategy run; worker 1 alone gets the signal."""
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
+    procs = []
+    for index in range(2):
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", SIGNAL_TASK="1", TF_CONFIG=json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        cmd = ([sys.executable, "-c", _PRETRAIN_SIGNALLED_AT, str(signal_step)] if signal_step
+               else [sys.executable, "-m", "albert_tf.bin.pretrain"])
+        procs.append(subprocess.Popen(cmd + flags, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    return [p.returncode for p in procs], errs
+
+
+def test_multi_worker_sigterm_on_one_worker_stops_both_at_the_same_step(workdir, tmp_path):
+    mw = ["--strategy=multi_worker_mirrored"]
+    stopped = tmp_path / "stopped"
+    codes, errs = _two_workers(_pretrain_flags(workdir, stopped, 5, *mw), signal_step=2)
+    assert codes == [75, 75], errs[0][-3000:] + errs[1][-3000:]
+    assert "stopped by another worker's signal after step 2" in _preempted_line(errs[0])
+    assert "stopped by SIGTERM after step 2" in _preempted_line(errs[1])
+    assert f"checkpoint {stopped / 'ckpt-2'} written" in _preempted_line(errs[1])
+    assert (stopped / "ckpt-2.index").exists()
+
+    # Resuming under MultiWorkerMirroredStrategy is the existing machinery
+    # (tests/albert_tf/test_training.py); what is new here is the agreement.
+    assert not list(stopped.glob("ckpt-3*"))
