@@ -34,10 +34,11 @@ setuptools.setup(
         # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).
         # OpenVINO and ONNX Runtime run Hugging Face's model exported with
         # torch.onnx.export (which needs onnx and onnxscript); none changes
-        # the protobuf that tensorflow 2.21 uses.
+        # the protobuf that tensorflow 2.21 uses. openvino-tokenizers: the raw-text
+        # rows (our OpenVINO export and OpenVINO's text path).
         "bench": ["keras-hub>=0.32,<0.33", "torch==2.13.0", "transformers>=5.24,<5.25",
                   "openvino>=2026.4,<2026.5", "onnxruntime>=1.31,<1.33", "onnx>=1.20,<1.24",
-                  "onnxscript>=0.7,<0.8"],
+                  "onnxscript>=0.7,<0.8", "openvino-tokenizers>=2026.4,<2026.5"],
         # albert-export --format=openvino (an OpenVINO IR for OpenVINO Model Server);
         # openvino-tokenizers builds the text model from Hugging Face's tokenizer.
         "openvino": ["openvino>=2026.4,<2026.5", "openvino-tokenizers>=2026.4,<2026.5",
