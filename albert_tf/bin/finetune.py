@@ -22,6 +22,10 @@ albert_tf.load_task_model and albert-export as it is), eval_results.txt
 (train/, eval/) and the resume state: running the same command again after
 an interruption continues from the last resume checkpoint (every
 --save_checkpoints_steps steps and each epoch end) at the exact data position.
+SIGTERM or SIGINT (a preemptible VM, a scheduler, Ctrl-C) finishes the current
+step, saves the resume state there and exits with code 75 (EX_TEMPFAIL) and
+one line naming it; the same command resumes exactly. A second signal stops at
+once. Exit codes: 0 done, 1 an error (one line), 75 preempted.
 """
 
 from __future__ import annotations

@@ -205,6 +205,16 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.pass_batch.assign(pass_batch)
         self._manager.save(checkpoint_number=self._done)
 
+    def save_now(self) -> str:
+        """Saves the state after the batches trained so far (on preemption); returns its path."""
+        self._save()
+        return self._manager.latest_checkpoint
+
+    @property
+    def latest_checkpoint(self):
+        """The latest resume checkpoint's path, or None."""
+        return self._manager.latest_checkpoint
+
     def on_train_batch_end(self, batch, logs=None):
         self._done += 1
         steps = (self.params or {}).get("steps")

@@ -335,7 +335,9 @@ def _model_config(options: FinetuneOptions):
 # ------------------------------------------------------------------ stages
 def _train(task, options, strategy, train_data, dev_data, spm_model_file, precision) -> Any:
     import albert_tf
+    from albert_tf.preemption import PreemptionWatcher
     from albert_tf.tasks import callbacks as cb
+    from albert_tf.tasks.preemption import StopOnPreemption
 
     schedule = training_schedule(task.num_examples(train_data), options)
     per_pass = task.batches_per_pass(train_data, options.train_batch_size)
@@ -367,10 +369,14 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     if not calls:
         logging.info("Training already finished (%d steps) in %s.", done, options.output_dir)
     started = time.time()
-    for call in calls:  # each starts its data where the previous one (or the interrupted run) stopped
-        dataset = task.train_dataset(train_data, options.train_batch_size, options.seed, start_batch=call["start"])
-        model.fit(dataset, epochs=call["epochs"], steps_per_epoch=call["steps_per_epoch"],
-                  initial_epoch=call["initial_epoch"], callbacks=callbacks, verbose=0, shuffle=False)
+    # SIGTERM / SIGINT: save the resume state at the step and raise Preempted (albert_tf/tasks/preemption.py).
+    with PreemptionWatcher(strategy) as watcher:
+        callbacks.append(StopOnPreemption(watcher, resume))  # last: after the resume bookkeeping
+        for call in calls:  # each starts its data where the previous one (or the interrupted run) stopped
+            dataset = task.train_dataset(train_data, options.train_batch_size, options.seed,
+                                         start_batch=call["start"])
+            model.fit(dataset, epochs=call["epochs"], steps_per_epoch=call["steps_per_epoch"],
+                      initial_epoch=call["initial_epoch"], callbacks=callbacks, verbose=0, shuffle=False)
     if calls:
         logging.info("Training took %.1f s.", time.time() - started)
     if dev_data is None:

@@ -162,3 +162,121 @@ def test_multi_worker_sigterm_on_one_worker_stops_both_at_the_same_step(workdir,
     # Resuming under MultiWorkerMirroredStrategy is the existing machinery
     # (tests/albert_tf/test_training.py); what is new here is the agreement.
     assert not list(stopped.glob("ckpt-3*"))
+
+
+# ---------------------------------------------------------------- fine-tuning
+from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm  # noqa: E402
+from tests.albert_tf.tasks import finetune_data  # noqa: E402
+
+_FINETUNE_SIGNALLED_AT = """
+import os, signal, sys
+from albert_tf.tasks import callbacks as cb
+step = int(sys.argv[1])
+original = cb.ProgressLogger.on_train_batch_end
+
+def signal_at_step(self, batch, logs=None):
+    original(self, batch, logs)
+    if int(self.model.optimizer.iterations.numpy()) == step:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+cb.ProgressLogger.on_train_batch_end = signal_at_step
+from albert_tf.bin import finetune
+sys.argv = ["albert-finetune"] + sys.argv[2:]
+finetune.run()
+"""
+
+
+def _finetune_flags(tmp_path, output_dir):
+    folder = tmp_path / "assets"
+    folder.mkdir(exist_ok=True)
+    spm = train_tiny_spm(str(folder))
+    config = folder / "albert_config.json"
+    tiny_config().to_json_file(str(config))
+    data = finetune_data.glue_sst2(str(tmp_path / "SST-2"), n_train=12)
+    # 12 examples, batch 4: 3 batches a pass; 4 epochs = 12 steps in 2 Keras epochs of 6.
+    return [f"--task=glue/sst-2", f"--data_dir={data}", f"--output_dir={output_dir}",
+            f"--albert_config_file={config}", f"--spm_model_file={spm}", "--max_seq_length=32",
+            "--train_batch_size=4", "--eval_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=4",
+            "--steps_per_epoch=6", "--warmup_proportion=0.1", "--strategy=default", "--mixed_precision=float32",
+            "--seed=1", "--log_steps=1", "--do_train", "--nodo_eval", "--nodo_predict", "--optimizer=adamw",
+            "--save_checkpoints_steps=1000"]
+
+
+def _resume_state(output_dir):
+    return _variables(os.path.join(output_dir, "resume"))
+
+
+def test_finetune_sigterm_mid_epoch_saves_the_step_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    script = os.path.join(os.path.dirname(sys.executable), "albert-finetune")
+    done = _run([script] + _finetune_flags(tmp_path, whole))
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Step 5 is mid-epoch, and no regular save is due (--save_checkpoints_steps=1000).
+    first = _run([sys.executable, "-c", _FINETUNE_SIGNALLED_AT, "5"] + _finetune_flags(tmp_path, stopped))
+    assert first.returncode == 75, first.stderr[-3000:]
+    line = _preempted_line(first.stderr, "albert-finetune")
+    assert line == (f"albert-finetune: stopped by SIGTERM after step 5: checkpoint {stopped / 'resume' / 'ckpt-5'} "
+                    "written; run the same command again to resume from it (exit code 75).")
+    state = _resume_state(stopped)
+    assert state["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 5
+    assert (state["data_pass/.ATTRIBUTES/VARIABLE_VALUE"], state["pass_batch/.ATTRIBUTES/VARIABLE_VALUE"]) == (1, 2)
+    assert state["epoch/.ATTRIBUTES/VARIABLE_VALUE"] == 0  # the half-done epoch is not counted as done
+    again = _run([script] + _finetune_flags(tmp_path, stopped))
+    assert again.returncode == 0, again.stderr[-3000:]
+    want = _resume_state(whole)
+    assert want["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 12 and any("seed_states" in n for n in want)
+    _assert_same_variables(_resume_state(stopped), want)
+    with pytest.raises(AssertionError):  # the comparison sees seven steps of difference
+        _assert_same_variables(state, want)
+
+
+class _FakeResume:
+    latest_checkpoint = "resume/ckpt-6"
+
+    def __init__(self):
+        self.saves = 0
+
+    def save_now(self):
+        self.saves += 1
+        return "resume/ckpt-saved"
+
+
+class _FakeModel:
+    class optimizer:  # noqa: N801 - stands for model.optimizer
+        iterations = tf.Variable(6, dtype=tf.int64)
+
+
+def test_a_signal_on_the_last_batch_of_an_epoch_stops_after_the_epoch_end():
+    from albert_tf.tasks.preemption import StopOnPreemption
+
+    with preemption.PreemptionWatcher() as watcher:
+        callback = StopOnPreemption(watcher, _FakeResume())
+        callback.set_model(_FakeModel())
+        callback.set_params({"steps": 3})
+        callback.on_train_batch_end(0)  # no signal yet: trains on
+        os.kill(os.getpid(), signal.SIGINT)
+        assert watcher.reason == "SIGINT"
+        callback.on_train_batch_end(2)  # ends the epoch: dev evaluation and the epoch's save come first
+        with pytest.raises(preemption.Preempted, match="after step 6: checkpoint resume/ckpt-6 written"):
+            callback.on_epoch_end(0)
+        assert callback.resume.saves == 0
+        with pytest.raises(preemption.Preempted, match="checkpoint resume/ckpt-saved written"):
+            callback.on_train_batch_end(1)  # mid-epoch: saves now
+        assert callback.resume.saves == 1
+
+
+def test_watcher_restores_the_handlers_and_a_second_signal_stops_at_once():
+    before = signal.getsignal(signal.SIGTERM)
+    caught = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: caught.append(signum))
+    try:
+        with preemption.PreemptionWatcher() as watcher:
+            assert not watcher.should_stop() and watcher.reason is None
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert watcher.should_stop() and caught == []  # the first only sets the flag
+            os.kill(os.getpid(), signal.SIGTERM)  # the second goes to the previous handler
+            assert caught == [signal.SIGTERM]
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert caught == [signal.SIGTERM] * 2  # the previous handler is back
+    finally:
+        signal.signal(signal.SIGTERM, before)
