@@ -326,7 +326,7 @@ def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training
 def _dynamic_remask(parse, mask_cfg: masking_lib.MaskingConfig, seed: int, pipeline_id: int):
     """The map function of masking="dynamic": parses a batch of (element
     number, record), restores the original ids and masks them again with
-    keys from (seed, pipeline, element number)."""
+    keys from (seed, pipeline, element number, the record's bytes)."""
     base_key = random_ops.fold_in(
         random_ops.fold_in(random_ops.seed_key(seed), random_ops.DYNAMIC), pipeline_id)
 
@@ -334,8 +334,12 @@ def _dynamic_remask(parse, mask_cfg: masking_lib.MaskingConfig, seed: int, pipel
         feats = parse(serialized)
         ids = unmasked_input_ids(feats)
         # The element counter runs on across epochs (enumerate after
-        # repeat), so every epoch gets fresh masks.
-        keys = random_ops.fold_in(base_key, index)
+        # repeat), so every epoch gets fresh masks. The record's own bytes
+        # (farmhash64) are folded in too: every tf.data service worker runs
+        # this pipeline on its files and numbers its records from 0, so the
+        # counter alone would give the k-th record of every worker one key.
+        content = tf.bitcast(tf.fingerprint(serialized), tf.uint64)
+        keys = random_ops.fold_in(random_ops.fold_in(base_key, index), content)
         out = masking_lib.mask_tokens(ids, feats["input_mask"], feats["token_boundary"] > 0,
                                       keys, mask_cfg)
         for name in ("input_ids", "masked_lm_positions", "masked_lm_ids",

@@ -14,6 +14,17 @@ every record is used once per pass, but the order depends on worker timing,
 so a resumed albert-pretrain run does not see exactly the data an
 uninterrupted one would have (see albert_tf/training/data_service.py).
 The process serves until it is stopped (Ctrl-C or SIGTERM).
+
+Who can reach it: both servers listen on every network interface, in
+plaintext gRPC, with no authentication (TensorFlow offers no TLS, no
+authentication and no choice of listening address); anyone who can reach the
+dispatcher's port can register a worker or read the training data, and a
+worker's port serves the data it reads. Each server says so in one warning
+line at startup. Run them on a private network or behind a firewall: the
+dispatcher's port open to the trainers and workers only, each worker's port to
+the trainers and the dispatcher only. --worker_addresses makes the dispatcher
+refuse workers that name themselves otherwise (a guard against stray workers,
+not authentication).
 """
 
 from absl import app, flags, logging
@@ -32,6 +43,10 @@ def _define_flags() -> None:
     flags.DEFINE_string("work_dir", None,
                         "--role=dispatcher: journal folder; a restarted dispatcher "
                         "continues its jobs from it.")
+    flags.DEFINE_list("worker_addresses", None,
+                      "--role=dispatcher: the only workers that may register, as they name "
+                      "themselves (--worker_address), HOST:PORT or HOST:%port% (any port); one "
+                      "worker per entry. A guard against stray workers, not authentication.")
 
 
 def main(argv) -> None:
@@ -41,10 +56,15 @@ def main(argv) -> None:
         raise app.UsageError("--role is required (dispatcher or worker).")
     if not 0 <= FLAGS.port <= 65535:
         raise app.UsageError(f"--port={FLAGS.port}: expected 0..65535.")
+    if FLAGS.worker_addresses and FLAGS.role != "dispatcher":
+        raise app.UsageError("--worker_addresses is a --role=dispatcher flag.")
     from albert_tf.training import data_service  # TensorFlow: after flag checks
 
     if FLAGS.role == "dispatcher":
-        server = data_service.start_dispatcher(FLAGS.port, FLAGS.work_dir)
+        server = data_service.start_dispatcher(FLAGS.port, FLAGS.work_dir,
+                                               FLAGS.worker_addresses)
+        logging.warning("%s", data_service.exposure_warning(
+            "dispatcher", int(server.target.rsplit(":", 1)[1])))
         logging.info("Dispatcher serving at %s (processing mode %s)", server.target,
                      data_service.PROCESSING_MODE)
     else:
@@ -56,8 +76,11 @@ def main(argv) -> None:
         except ValueError as e:
             raise app.UsageError(str(e)) from None
         # _address: where the worker listens (the chosen port when --port=0).
-        logging.info("Worker at %s serving for %s", getattr(server, "_address", FLAGS.port),
-                     FLAGS.dispatcher_address)
+        address = getattr(server, "_address", f"localhost:{FLAGS.port}")
+        logging.warning("%s", data_service.exposure_warning(
+            "worker", int(str(address).rsplit(":", 1)[1]),
+            int(FLAGS.dispatcher_address.rsplit(":", 1)[1])))
+        logging.info("Worker at %s serving for %s", address, FLAGS.dispatcher_address)
     server.join()
 
 

@@ -178,3 +178,116 @@ def test_albert_data_service_usage_errors(args, message):
     done = subprocess.run([sys.executable, "-m", "albert_tf.bin.data_service", *args], cwd=REPO, env=_env(),
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and message in done.stderr, done.stderr[-2000:]
+
+
+def test_job_name_comes_from_the_path_as_given(tmp_path, monkeypatch):
+    """Hosts and restarts in other working directories join one job; relative paths are refused."""
+    import hashlib
+
+    def expected(path):  # the reference: SHA-256 of the path string itself
+        return "albert-pretrain-" + hashlib.sha256(path.encode()).hexdigest()[:16]
+
+    names = collections.defaultdict(set)
+    for cwd in (tmp_path / "host-a", tmp_path / "host-b" / "deeper"):
+        cwd.mkdir(parents=True)
+        monkeypatch.chdir(cwd)
+        for given in ("gs://bucket/runs/base", "gs://bucket/runs/base/", "hdfs://nn:8020/runs/base"):
+            names[given.rstrip("/")].add(data_service.job_name(given))
+        for given in ("/shared/runs/base", "/shared//runs/./base/"):
+            names["/shared/runs/base"].add(data_service.job_name(given))
+    for path, seen in names.items():
+        assert seen == {expected(path)}, (path, seen)
+    assert data_service.job_name("gs://bucket/runs/a") != data_service.job_name("gs://bucket/runs/b")
+    for relative in ("runs/base", "./run", "run"):
+        with pytest.raises(ValueError, match=f"output_dir={relative!r} is relative"):
+            data_service.job_name(relative)
+
+
+def _same_layout_shard(path, num, seed):
+    """`num` full-length records, all with one layout ([CLS] at 0, [SEP] at the end, whole-word
+    boundaries everywhere, no static masks): the masked positions depend only on the mask key."""
+    rng = __import__("numpy").random.default_rng(seed)
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(num):
+            ids = [2] + [int(x) for x in rng.integers(5, tl.VOCAB, tl.SEQ - 2)] + [3]
+            ints = lambda v: tf.train.Feature(int64_list=tf.train.Int64List(value=v))  # noqa: E731
+            feature = {"input_ids": ints(ids), "input_mask": ints([1] * tl.SEQ),
+                       "segment_ids": ints([0] * tl.SEQ), "token_boundary": ints([1] * tl.SEQ),
+                       "masked_lm_positions": ints([0] * tl.PREDS), "masked_lm_ids": ints([0] * tl.PREDS),
+                       "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[0.0] * tl.PREDS)),
+                       "next_sentence_labels": ints([0])}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+def test_dynamic_masks_differ_between_workers_and_repeat_on_one(tmp_path):
+    """A data-service worker runs the pipeline on the files it is given, numbering its records from 0.
+
+    Two workers' k-th records (one file each, same layout) must get different masks; the same
+    worker on the same file twice the same masks. Keyed by the element number alone (before the
+    fix), every k-th record got the same positions.
+    """
+    num = 8
+    files = [_same_layout_shard(str(tmp_path / f"w{i}.tfrecord"), num, seed=i) for i in range(2)]
+
+    def worker(path):
+        return pipelines.pretraining_dataset(path, num, tl.SEQ, tl.PREDS, is_training=False, masking="dynamic",
+                                             seed=7, vocab_size=tl.VOCAB)
+
+    on_first = worker(files[0])  # iterated twice: a restarted worker, or a rerun
+    first, second, again = next(iter(on_first)), next(iter(worker(files[1]))), next(iter(on_first))
+    for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        tf.debugging.assert_equal(first[name], again[name], message=name)
+    positions = [b["masked_lm_positions"].numpy() for b in (first, second)]
+    differ = (positions[0] != positions[1]).any(axis=1)
+    assert differ.sum() >= num // 2, (positions, differ)
+
+
+def test_dispatcher_says_who_can_reach_it():
+    """The startup line of albert-data-service --role=dispatcher: plaintext, unauthenticated, all interfaces."""
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "albert_tf.bin.data_service", "--role=dispatcher",
+                               f"--port={port}"], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            line = server.stderr.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "Dispatcher serving at" in line:
+                break
+    finally:
+        server.terminate()
+        try:
+            rest = server.communicate(timeout=30)[1]
+        except subprocess.TimeoutExpired:
+            server.kill()
+            rest = server.communicate()[1]
+    log = "".join(lines) + rest
+    warning = [line for line in log.splitlines() if "tf.data service dispatcher:" in line]
+    assert len(warning) == 1, log[-3000:]
+    for part in ("plaintext gRPC", "unauthenticated", "listening on all interfaces", f"port {port} ",
+                 "register a worker or read the training data", "private network", "firewall",
+                 f"open port {port} only to the trainers and the workers"):
+        assert part in warning[0], (part, warning[0])
+    assert warning[0].startswith("W"), warning[0]  # logged as a warning
+
+
+def test_worker_warning_and_worker_allow_list():
+    """A worker's line names its port and the dispatcher's; --worker_addresses refuses other workers."""
+    line = data_service.exposure_warning("worker", 5051, 5050)
+    assert "port 5051" in line and "dispatcher's port 5050" in line and "read the training data" in line
+    with pytest.raises(ValueError, match="'router'"):
+        data_service.exposure_warning("router", 1)
+    dispatcher = data_service.start_dispatcher(0, worker_addresses=["localhost:%port%"])
+    try:
+        with pytest.raises(RuntimeError, match="otherhost"):
+            data_service.start_worker(0, dispatcher.target, worker_address="otherhost:%port%")
+        listed = data_service.start_worker(0, dispatcher.target)
+        ds = data_service.distribute(tf.data.Dataset.range(4), dispatcher.target, None)
+        assert sorted(int(x) for x in ds) == [0, 1, 2, 3]
+        listed._stop()
+    finally:
+        dispatcher._stop()
