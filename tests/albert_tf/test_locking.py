@@ -1,0 +1,131 @@
+"""One writer per folder: the lock (local), the lease (remote), the binaries that take them, export versions."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import tensorflow as tf
+from absl import logging
+
+from pipelines import locking
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+# Holds the lock of argv[1] and prints "held"; exits when stdin closes, or kills itself (-9) with argv[2] == "die".
+_HOLDER = """
+import os, signal, sys
+from pipelines import locking
+lock = locking.FolderLock(sys.argv[1], "holder-program").acquire()
+print("held", flush=True)
+if sys.argv[2] == "die":
+    os.kill(os.getpid(), signal.SIGKILL)
+sys.stdin.read()
+lock.release()
+"""
+
+
+def _holder(folder, mode="wait"):
+    proc = subprocess.Popen([sys.executable, "-c", _HOLDER, str(folder), mode], cwd=REPO, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held", proc.stderr.read()
+    return proc
+
+
+@pytest.fixture
+def warnings(monkeypatch):
+    logged = []
+    monkeypatch.setattr(logging, "warning", lambda fmt, *a: logged.append(fmt % a if a else fmt))
+    monkeypatch.setattr(locking.logging, "warning", lambda fmt, *a: logged.append(fmt % a if a else fmt))
+    return logged
+
+
+def test_a_second_process_is_refused_naming_the_holder_until_it_ends(tmp_path, warnings):
+    holder = _holder(tmp_path)
+    try:
+        with pytest.raises(locking.FolderLocked) as refused:
+            locking.FolderLock(str(tmp_path), "second").acquire()
+        message = str(refused.value)
+        assert f"{tmp_path} is in use by holder-program pid {holder.pid} on {socket.gethostname()} since " in message
+        assert f"(lock {tmp_path / '.albert-lock'})" in message and "\n" not in message
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0
+    with locking.FolderLock(str(tmp_path), "second") as lock:  # released cleanly: no takeover line
+        assert lock.held
+        record = json.loads((tmp_path / ".albert-lock").read_text())
+        assert record["pid"] == os.getpid() and record["program"] == "second"
+    assert warnings == []
+    assert (tmp_path / ".albert-lock").read_text() == ""
+
+
+def test_the_lock_of_a_killed_process_is_taken_over_with_a_log_line(tmp_path, warnings):
+    holder = _holder(tmp_path, "die")
+    assert holder.wait(timeout=60) == -signal.SIGKILL
+    with locking.FolderLock(str(tmp_path), "next"):
+        pass
+    assert len(warnings) == 1 and f"holder-program pid {holder.pid}" in warnings[0], warnings
+    assert "no longer running" in warnings[0]
+
+
+def test_workers_have_their_own_locks_and_one_process_cannot_take_a_lock_twice(tmp_path):
+    with locking.FolderLock(str(tmp_path), "w0", locking.lock_name(0, 2)), \
+            locking.FolderLock(str(tmp_path), "w1", locking.lock_name(1, 2)):
+        with pytest.raises(locking.FolderLocked, match="in use by w1 pid"):
+            locking.FolderLock(str(tmp_path), "w1 again", locking.lock_name(1, 2)).acquire()
+
+
+def test_remote_lease_refuses_a_live_holder_heartbeats_and_is_released(warnings):
+    folder = "ram://locking/live"
+    first = locking.FolderLock(folder, "first", heartbeat_seconds=0.2).acquire()
+    try:
+        path = folder + "/.albert-lease"
+        beat = json.loads(tf.io.gfile.GFile(path).read())["heartbeat_unix"]
+        with pytest.raises(locking.FolderLocked, match=r"in use by first pid .* \(lease ram://locking/live/"
+                                                       r"\.albert-lease, heartbeat 0 s ago; stale after 1 s\)"):
+            locking.FolderLock(folder, "second", heartbeat_seconds=0.2).acquire()
+        time.sleep(0.7)
+        assert json.loads(tf.io.gfile.GFile(path).read())["heartbeat_unix"] > beat  # refreshed by the thread
+    finally:
+        first.release()
+    assert not tf.io.gfile.exists(folder + "/.albert-lease")
+    with locking.FolderLock(folder, "second", heartbeat_seconds=0.2):
+        pass
+    assert warnings == []
+
+
+def _stale_lease(folder, age_seconds, host="other-host", pid=12345):
+    tf.io.gfile.makedirs(folder)
+    if tf.io.gfile.exists(folder + "/.albert-lease"):
+        tf.io.gfile.remove(folder + "/.albert-lease")  # ram:// appends to an existing file
+    with tf.io.gfile.GFile(folder + "/.albert-lease", "w") as f:
+        f.write(json.dumps({"host": host, "pid": pid, "program": "old-run", "started": "earlier",
+                            "heartbeat_unix": time.time() - age_seconds, "token": "old"}))
+
+
+def test_remote_lease_older_than_its_heartbeats_is_taken_over_with_a_log_line(warnings):
+    folder = "ram://locking/stale"
+    _stale_lease(folder, age_seconds=0.5)  # 0.5 s < 4 heartbeats of 0.2 s: alive
+    with pytest.raises(locking.FolderLocked, match="in use by old-run pid 12345 on other-host"):
+        locking.FolderLock(folder, "new", heartbeat_seconds=0.2).acquire()
+    _stale_lease(folder, age_seconds=1.0)  # 1 s > 0.8 s: stale
+    with locking.FolderLock(folder, "new", heartbeat_seconds=0.2):
+        pass
+    assert len(warnings) == 1 and "Took over the stale lease" in warnings[0]
+    assert "old-run pid 12345 on other-host" in warnings[0] and "last heartbeat 1 s ago" in warnings[0]
+
+
+def test_remote_lease_of_a_dead_pid_on_this_host_is_taken_over_at_once(warnings):
+    folder = "ram://locking/dead"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _stale_lease(folder, age_seconds=0, host=socket.gethostname(), pid=dead.pid)
+    with locking.FolderLock(folder, "new", heartbeat_seconds=0.2):
+        pass
+    assert len(warnings) == 1 and "its process is gone" in warnings[0]
