@@ -25,7 +25,8 @@ an interruption continues from the last resume checkpoint (every
 SIGTERM or SIGINT (a preemptible VM, a scheduler, Ctrl-C) finishes the current
 step, saves the resume state there and exits with code 75 (EX_TEMPFAIL) and
 one line naming it; the same command resumes exactly. A second signal stops at
-once. Exit codes: 0 done, 1 an error (one line), 75 preempted.
+once. Exit codes: 0 done, 1 an error (one line), 75 preempted. A second run
+on an --output_dir in use is refused in one line naming the holder.
 """
 
 from __future__ import annotations
@@ -80,7 +81,10 @@ def main(argv) -> None:
     if FLAGS.task.strip().lower() not in task_names():
         raise app.UsageError(f"--task={FLAGS.task!r} is not a known task; expected one of: "
                              f"{', '.join(task_names())}.")
-    run_finetuning(options_from_flags())  # absl exits with main's return value: return nothing
+    from pipelines.locking import FolderLock
+
+    with FolderLock(FLAGS.output_dir, "albert-finetune"):  # one writer per --output_dir (pipelines/locking.py)
+        run_finetuning(options_from_flags())  # absl exits with main's return value: return nothing
 
 
 def run() -> None:

@@ -19,6 +19,11 @@ the current step, writes its checkpoint and exits with code 75 (EX_TEMPFAIL)
 and one line naming the checkpoint; the same command resumes there exactly
 (all workers of a multi-worker run stop at the same step). A second signal
 stops at once. Exit codes: 0 done, 1 an error (one line), 75 preempted.
+
+One writer per --output_dir: a second albert-pretrain on a folder in use is
+refused in one line naming the holder (host, pid, since when); see
+pipelines/locking.py for the rule (a lock for local folders, a heartbeat lease
+for gs:// and other remote ones; a dead holder's lock is taken over).
 """
 
 from __future__ import annotations
@@ -113,6 +118,7 @@ def main(argv) -> None:
 
     import pipelines
     from albert_tf import runtime, training
+    from pipelines.locking import FolderLock
 
     optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
     try:
@@ -172,6 +178,10 @@ def main(argv) -> None:
             f"--eval_batch_size={data.eval_batch_size} is not a multiple of "
             f"the {strategy.num_replicas_in_sync} replicas.")
 
+    # One writer per --output_dir: the chief locks it (other workers write to
+    # scratch folders); a second run is refused naming the holder.
+    lock = (FolderLock(FLAGS.output_dir, "albert-pretrain").acquire()
+            if runtime.is_chief(strategy) else None)
     try:
         if FLAGS.do_train:
             result = training.run_pretraining(
@@ -190,6 +200,9 @@ def main(argv) -> None:
     except training.TrainingError as e:
         logging.error("%s", e)
         raise SystemExit(f"albert-pretrain: {e}") from None
+    finally:
+        if lock is not None:
+            lock.release()
     result.pop("model", None)
     logging.info("Done: %s", result)
 

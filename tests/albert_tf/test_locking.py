@@ -129,3 +129,53 @@ def test_remote_lease_of_a_dead_pid_on_this_host_is_taken_over_at_once(warnings)
     with locking.FolderLock(folder, "new", heartbeat_seconds=0.2):
         pass
     assert len(warnings) == 1 and "its process is gone" in warnings[0]
+
+
+# ------------------------------------------------------------ the binaries
+def _pretrain_command(workdir, output_dir, steps):
+    script = os.path.join(os.path.dirname(sys.executable), "albert-pretrain")
+    return [script, f"--albert_config_file={workdir / 'albert_config.json'}",
+            f"--input_file={workdir / 'data' / 'train-*.tfrecord'}", f"--output_dir={output_dir}",
+            "--train_batch_size=8", "--max_seq_length=16", "--max_predictions_per_seq=3",
+            f"--num_train_steps={steps}", "--num_warmup_steps=1", "--save_checkpoints_steps=100000",
+            "--log_steps=1", "--mixed_precision=float32"]
+
+
+def test_installed_albert_pretrain_refuses_a_second_run_and_stops_on_sigterm_from_outside(tmp_path):
+    sys.path.insert(0, HERE)
+    import training_testlib as tl
+
+    tl.write_tfrecords(str(tmp_path / "data" / "train-0.tfrecord"), 32, seed=3)
+    tl.tiny_config().to_json_file(str(tmp_path / "albert_config.json"))
+    out = tmp_path / "run"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    first = subprocess.Popen(_pretrain_command(tmp_path, out, 10 ** 6), cwd=REPO, env=env,
+                             stderr=subprocess.PIPE, text=True)
+    log = []
+    reader = threading.Thread(target=lambda: log.extend(first.stderr), daemon=True)
+    reader.start()
+    try:
+        deadline = time.time() + 240
+        while not any("step 2/1000000" in line for line in log):
+            assert first.poll() is None and time.time() < deadline, "".join(log)[-3000:]
+            time.sleep(0.2)
+        second = subprocess.run(_pretrain_command(tmp_path, out, 5), cwd=REPO, env=env, capture_output=True,
+                                text=True, timeout=240)
+        assert second.returncode == 1, second.stderr[-3000:]
+        lines = [line for line in second.stderr.splitlines() if line.startswith("albert-pretrain:")]
+        assert len(lines) == 1, second.stderr[-3000:]
+        assert (f"{out} is in use by albert-pretrain pid {first.pid} on {socket.gethostname()} since "
+                in lines[0]), lines
+        assert not any("step 1/5" in line for line in second.stderr.splitlines())
+        first.send_signal(signal.SIGTERM)  # as a scheduler does, at whatever step it has reached
+        assert first.wait(timeout=120) == 75
+    finally:
+        if first.poll() is None:
+            first.kill()
+    reader.join(timeout=10)
+    stopped = [line for line in log if line.startswith("albert-pretrain: stopped by SIGTERM after step ")]
+    assert len(stopped) == 1, "".join(log)[-3000:]
+    step = int(stopped[0].split("after step ")[1].split(":")[0])
+    assert step >= 2 and f"checkpoint {out / f'ckpt-{step}'} written" in stopped[0]
+    assert (out / f"ckpt-{step}.index").exists()
+    assert (out / ".albert-lock").read_text() == ""  # released on the way out
