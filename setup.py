@@ -29,6 +29,11 @@ setuptools.setup(
         # imports: transformers' ALBERT tokenizer ([bench]) fails. So not in
         # [test] (its tests skip without it) and not to be combined with [bench].
         "beam": ["apache-beam>=2.77,<2.78"],
+        # TF Serving's protos: albert-export writes assets.extra/tf_serving_warmup_requests
+        # (PredictionLog records) with them, and the tests parse them back. 2.21 pins
+        # tensorflow>=2.21 and protobuf>=6.31.1,<8: it installs beside [beam] unchanged.
+        # Exports without it work and only skip the warm-up file (logged).
+        "serving": ["tensorflow-serving-api>=2.21,<2.22"],
         # torch==2.13.0: the CPU build pip finds on this project's machines; an
         # unpinned torch pulls a multi-GB CUDA build. keras-hub/transformers:
         # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).

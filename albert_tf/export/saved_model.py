@@ -13,6 +13,7 @@ import tensorflow as tf
 from albert_tf.export.assets import _write_assets
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
 from albert_tf.export.versions import _choose_version
+from albert_tf.export.warmup import write_warmup_requests
 
 DEFAULT_MAX_SEQ_LENGTH = 128
 # Frozen weights live in the graph's protocol buffer, which cannot exceed 2 GB.
@@ -116,8 +117,11 @@ def export_saved_model(
         tf.io.gfile.rmtree(tmp_dir)
     try:
         with _quiet_tensorflow_logger():
-            tf.saved_model.save(serving, tmp_dir, signatures=serving.signatures())
+            signatures = serving.signatures()
+            tf.saved_model.save(serving, tmp_dir, signatures=signatures)
         _write_assets(tmp_dir, model, preprocessor, serving)
+        # assets.extra/tf_serving_warmup_requests (when tensorflow-serving-api is installed)
+        write_warmup_requests(tmp_dir, signatures, os.path.basename(os.path.normpath(export_dir)))
         if tf.io.gfile.exists(final_dir):
             raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
         tf.io.gfile.rename(tmp_dir, final_dir, overwrite=False)
