@@ -168,6 +168,9 @@ def test_albert_data_service_and_albert_pretrain(shards, tmp_path):
         logs = [server.communicate(timeout=30)[1] for server in servers]
     assert f"Dispatcher serving at grpc://localhost:{port}" in logs[0], logs[0][-2000:]
     assert "Worker at localhost:" in logs[1], logs[1][-2000:]
+    # Each server says who can reach it (the worker names its port and the dispatcher's).
+    assert "tf.data service dispatcher: plaintext gRPC, unauthenticated" in logs[0], logs[0][-2000:]
+    assert f"dispatcher's port {port} only to" in logs[1], logs[1][-2000:]
 
 
 @pytest.mark.parametrize("args,message", [
