@@ -79,6 +79,18 @@ def define_pretraining_data_flags() -> None:
             "training data run on its workers. Order is then not "
             "deterministic, so a resumed run does not see exactly the data "
             "of an uninterrupted one.")
+    _define(flags.DEFINE_enum, "verify_shards", "size", ["none", "size", "full"],
+            "Before the first step, check the input shards against the "
+            "PREFIX.manifest.json albert-create-pretraining-data wrote beside "
+            "them: size (a stat per file, and no shard of the set missing), "
+            "full (also the SHA-256 of every file: reads all the data once) or "
+            "none. Every bad or missing shard is named; shards without a "
+            "manifest are read unverified.")
+    _define(flags.DEFINE_bool, "skip_corrupt_records", False,
+            "A record that fails its CRC or is truncated ends the reading of "
+            "its file instead of stopping the run (tf.data cannot resync "
+            "inside a TFRecord file); shards that fail --verify_shards are "
+            "then read anyway, with a warning naming them.")
     _define(flags.DEFINE_bool, "do_train", True,
             "Run training.")
     _define(flags.DEFINE_bool, "do_eval", False,

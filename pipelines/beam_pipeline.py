@@ -27,7 +27,9 @@ each shard's instances in the tool's order. The stages:
 5. Per (shard, spill bucket) (`create.spill_bucket`): the instances in corpus
    order, permuted chunk by chunk with the tool's keys (`create.shuffled_spill`).
 6. Per shard: the buckets in order, written through Beam's `FileSystems`
-   under a temporary name and renamed when complete.
+   under a temporary name and renamed when complete; its size, record count
+   and SHA-256 go into the manifest (`shard_manifest.record_shards`, as the
+   tool's), all shards' entries in one step.
 
 No worker reads the whole corpus (stages 1 and 3 read one file per worker);
 a shard is assembled in one worker's memory (stages 5-6), so choose
@@ -54,12 +56,14 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
+from absl import logging
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import create
+from pipelines import shard_manifest
 from pipelines.create import PretrainingDataConfig, PretrainingDataSummary
 
 # corpus.documents_dataset's block size, with which create groups the corpus.
@@ -303,7 +307,8 @@ def _shuffle_bucket(element, config: PretrainingDataConfig):
 
 class _WriteShard(beam.DoFn):
     """The shard's buckets in order -> its TFRecord file, written under a
-    temporary name through Beam's FileSystems and renamed when complete."""
+    temporary name through Beam's FileSystems and renamed when complete;
+    yields (final path, its manifest entry)."""
 
     def __init__(self, output_dir: str, config: PretrainingDataConfig):
         self.output_dir, self.config = output_dir, config
@@ -318,12 +323,15 @@ class _WriteShard(beam.DoFn):
         # TensorFlow frames (and compresses) the records, as the tool does;
         # locally first, so that the bytes are the tool's whatever the file system.
         options = tf.io.TFRecordOptions(compression_type=self.config.output_compression or None)
+        count = 0
         with tempfile.TemporaryDirectory() as local:
             local_path = os.path.join(local, "shard")
             with tf.io.TFRecordWriter(local_path, options) as writer:
                 for _, records in sorted(buckets, key=lambda x: x[0]):
                     for record in records:
                         writer.write(record)
+                        count += 1
+            entry = shard_manifest.shard_entry(local_path, count)
             temp = create._temp_path(final, "incomplete")
             with open(local_path, "rb") as src, FileSystems.create(temp) as dst:
                 while True:
@@ -335,7 +343,7 @@ class _WriteShard(beam.DoFn):
             FileSystems.delete([final])
         FileSystems.rename([temp], [final])
         self.written.inc()
-        yield final
+        yield final, entry
 
 
 # --------------------------------------------------------------------------- manifest
@@ -401,7 +409,8 @@ def _reconcile(fingerprints: List[Tuple[int, Dict[str, object]]], output_dir: st
 def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], spm_proto: bytes,
                    spm_fingerprint: Dict[str, object], output_dir: str,
                    config: PretrainingDataConfig, overwrite: bool = False) -> beam.PCollection:
-    """Adds the stages to `pipeline`; returns the PCollection of written shard paths."""
+    """Adds the stages to `pipeline`; returns the PCollection of written shard
+    paths (their manifest entries recorded in one step)."""
     index_of = {p: i for i, path in enumerate(files) for p in {path, os.path.abspath(path)}}
     readable = (pipeline | "Files" >> beam.Create(list(files)) | "Match" >> fileio.MatchAll()
                 | "Open" >> fileio.ReadMatches())
@@ -427,22 +436,56 @@ def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], spm_proto: byt
     # Every shard to write gets a file, also one without instances (as the tool's).
     every_shard = (pipeline | "One" >> beam.Create([None])
                    | "Pending" >> beam.FlatMap(lambda _, shards: [(s, (-1, [])) for s in shards], pending))
-    return ((buckets, every_shard) | "AllBuckets" >> beam.Flatten()
-            | "Shards" >> beam.GroupByKey()
-            | "Write" >> beam.ParDo(_WriteShard(output_dir, config)))
+    written = ((buckets, every_shard) | "AllBuckets" >> beam.Flatten()
+               | "Shards" >> beam.GroupByKey()
+               | "Write" >> beam.ParDo(_WriteShard(output_dir, config)))
+    _ = (written | "Entries" >> beam.Map(lambda kv: (os.path.basename(kv[0]), kv[1]))
+         | "AllEntries" >> beam.combiners.ToDict()
+         | "RecordShards" >> beam.Map(
+             lambda entries: shard_manifest.record_shards(output_dir, config.file_prefix, entries)))
+    return written | "Paths" >> beam.Map(lambda kv: kv[0])
 
 
-def _summary(result, seconds: float) -> Tuple[PretrainingDataSummary, int]:
-    """The counts of the pipeline's metrics, and the number of shards written."""
+def _counter_value(counter) -> Optional[int]:
+    """A counter's committed value where the runner has one (0 included), else
+    its attempted value (which counts retried bundles again), else None."""
+    for kind in ("committed", "attempted"):
+        try:
+            value = getattr(counter, kind)
+        except Exception:  # runners without that kind of metric may raise  # noqa: BLE001
+            continue
+        if value is not None:
+            return int(value)
+    return None
+
+
+def _summary(result, seconds: float) -> Tuple[PretrainingDataSummary, Optional[int]]:
+    """The counts of the pipeline's metrics, and the number of shards written
+    (None when the runner reports none of this pipeline's counters: the
+    counts then stay 0 and mean nothing).
+
+    Never raises: it runs after the pipeline succeeded, and the shards are
+    checked on disk, not through these counts.
+    """
     from apache_beam.metrics.metric import MetricsFilter
 
-    values = {name: 0 for name in _COUNTERS}
-    for counter in result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))["counters"]:
-        values[counter.key.metric.name] += counter.committed or counter.attempted or 0
+    values: Dict[str, Optional[int]] = {name: None for name in _COUNTERS}
+    try:
+        counters = result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))["counters"]
+    except Exception as error:  # noqa: BLE001  (a runner without metrics support)
+        logging.warning("The runner reports no metrics (%s): the summary's counts are 0.", error)
+        counters = []
+    for counter in counters:
+        value = _counter_value(counter)
+        name = counter.key.metric.name
+        if value is not None and name in values:
+            values[name] = (values[name] or 0) + value
     summary = PretrainingDataSummary(seconds=seconds)
     for name in _COUNTERS[:-1]:
-        setattr(summary, name, int(values[name]))
-    return summary, int(values["shards_written"])
+        setattr(summary, name, int(values[name] or 0))
+    if all(value is None for value in values.values()):
+        return summary, None
+    return summary, int(values["shards_written"] or 0)
 
 
 def _stale_output_message(error: BaseException) -> Optional[str]:
@@ -509,10 +552,21 @@ def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str
     summary, written = _summary(pipeline.result, time.time() - start)
     summary.shards_written = [p for p in finals if p not in complete]
     summary.shards_already_complete = [p for p in finals if p in complete]
-    if written != len(summary.shards_written):
-        raise RuntimeError(f"The pipeline wrote {written} shard(s) of the "
-                           f"{len(summary.shards_written)} missing in {output_dir}.")
-    if summary.instances == 0 and summary.shards_written:
+    absent = [p for p in finals if not tf.io.gfile.exists(p)]
+    if absent:
+        raise RuntimeError(f"The pipeline finished but {len(absent)} shard(s) are missing in "
+                           f"{output_dir}: {', '.join(os.path.basename(p) for p in absent[:5])}.")
+    if written is not None and written != len(summary.shards_written):
+        # Attempted counters count retried bundles again: a note, not a failure.
+        logging.warning("The runner counted %d shard writes for the %d shards written.",
+                        written, len(summary.shards_written))
+    # Complete shards of an older run whose manifest has no entries for them.
+    shard_manifest.record_shards(output_dir, config.file_prefix, shard_manifest.missing_entries(
+        output_dir, config.file_prefix, sorted(complete)))
+    if written is None:
+        logging.warning("The runner reports none of the pipeline's counters: the summary's "
+                        "counts are unknown (shown as 0).")
+    elif summary.instances == 0 and summary.shards_written:
         # Nothing was made: remove the empty shards (and the manifest, unless
         # older shards rely on it), as the tool does.
         for path in summary.shards_written:

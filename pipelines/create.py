@@ -31,7 +31,9 @@ when complete; a run skips shards that already exist and redoes only the
 missing ones (stale temporary and spill files of those shards are removed
 first).  Beside the shards, PREFIX.manifest.json records the settings that
 decide their content and a fingerprint of the inputs (name, size and SHA-256 of
-every input file and of the SentencePiece model).  A rerun whose settings or
+every input file and of the SentencePiece model) and, per complete shard, its
+size, record count and SHA-256 (pipelines/shard_manifest.py; albert-pretrain
+checks the shards against them).  A rerun whose settings or
 inputs differ stops with an error naming each difference, unless
 `overwrite=True`, which removes the shards it replaces and writes new ones.
 Workers of one run write the same manifest (it holds no worker-specific field).
@@ -63,6 +65,7 @@ from pipelines import fileio
 from pipelines import instances as instances_lib
 from pipelines import masking as masking_lib
 from pipelines import random_ops
+from pipelines import shard_manifest
 from pipelines import tfrecords
 from pipelines import tokenizer as tokenizer_lib
 
@@ -330,8 +333,7 @@ def _read_manifest(path: str) -> Optional[Dict[str, object]]:
 
 def _write_manifest(path: str, manifest: Dict[str, object]) -> None:
     # Deterministic text: every worker writes the same bytes.
-    with fileio.atomic_write(path) as f:
-        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    shard_manifest.write_manifest(path, manifest)
 
 
 def _shard_file_pattern(file_prefix: str) -> "re.Pattern":
@@ -394,7 +396,7 @@ def _reconcile_manifest(output_dir: str, manifest: Dict[str, object],
                     f"{output_dir} holds {len(existing)} shard(s) ({existing[0]}, ...) but no "
                     f"manifest {os.path.basename(path)}: the settings and inputs that made them "
                     f"are unknown. {how_to}")
-        if old is not None and old != manifest:
+        if old is not None and shard_manifest.content_of(old) != manifest:
             raise ValueError(
                 f"{output_dir} holds shards made with other settings or inputs (from {path}): "
                 + "; ".join(manifest_differences(old, manifest)) + f". {how_to}")
@@ -402,7 +404,8 @@ def _reconcile_manifest(output_dir: str, manifest: Dict[str, object],
         removed = _remove_replaced_files(output_dir, config, mine)
         if removed:
             logging.info("--overwrite: removed %d old shard(s) in %s.", removed, output_dir)
-    if old != manifest:
+    if shard_manifest.content_of(old) != manifest:
+        # New settings: the old shards' entries go with them.
         _write_manifest(path, manifest)
 
 
@@ -522,10 +525,15 @@ class _SpillRouter:
             for record in _split_framed(framed):
                 self.write(index, record)
 
-    def close(self) -> None:
-        for writer in self._writers:
-            writer.close()
-        self._writers = []
+    def close(self, quiet: bool = False) -> None:
+        """Closes every file; `quiet`: ignore errors (another one is on its way up)."""
+        writers, self._writers = self._writers, []
+        for writer in writers:
+            try:
+                writer.close()
+            except (OSError, tf.errors.OpError):
+                if not quiet:
+                    raise
 
     def finish(self) -> None:
         """Closes the files and splits the staging files into the spill files."""
@@ -603,6 +611,7 @@ def create_pretraining_data(
         logging.info("%d of this worker's %d shards already complete; skipping them.",
                      len(summary.shards_already_complete), len(mine))
     if not pending:
+        _record_shards(output_dir, config, {}, summary.shards_already_complete)
         summary.seconds = time.time() - start_time
         return summary
     logging.info("Worker %d/%d: %d shard(s) to write from %d input file(s).",
@@ -636,14 +645,26 @@ def create_pretraining_data(
             summary.one_sentence_documents,
             summary.one_sentence_documents + summary.documents)
 
+    written = {}
     for s in pending:
-        _write_shard(finals[s], [spills[(s, b)] for b in range(buckets)],
-                     [_shard_seed(config.random_seed, s * buckets + b) for b in range(buckets)],
-                     config)
+        written[finals[s]] = _write_shard(
+            finals[s], [spills[(s, b)] for b in range(buckets)],
+            [_shard_seed(config.random_seed, s * buckets + b) for b in range(buckets)], config)
         summary.shards_written.append(finals[s])
         logging.info("Wrote %s (%d instances).", finals[s], counts[s])
+    _record_shards(output_dir, config, written, summary.shards_already_complete)
     summary.seconds = time.time() - start_time
     return summary
+
+
+def _record_shards(output_dir: str, config: PretrainingDataConfig, written: Dict[str, int],
+                   complete: Sequence[str]) -> None:
+    """Records size, record count and SHA-256 of the shards written now
+    (path -> records) and of complete ones the manifest does not list yet."""
+    entries = shard_manifest.missing_entries(output_dir, config.file_prefix, complete)
+    entries.update({os.path.basename(path): shard_manifest.shard_entry(path, records)
+                    for path, records in written.items()})
+    shard_manifest.record_shards(output_dir, config.file_prefix, entries)
 
 
 def _remove_stale_temporaries(output_dir: str, pending_finals: List[str],
@@ -698,8 +719,10 @@ def _write_spill_files(dataset: tf.data.Dataset, config: PretrainingDataConfig,
                              summary.instances, summary.documents,
                              summary.instances / (now - start_time))
         router.finish()
-    finally:
-        router.close()
+    except BaseException:
+        # The write's error (e.g. a full disk), not a close's "Bad file descriptor".
+        router.close(quiet=True)
+        raise
     return counts
 
 
@@ -718,18 +741,22 @@ def _add_batch_counts(summary: PretrainingDataSummary, out: Dict[str, np.ndarray
 
 
 def _write_shard(final: str, spill_paths: List[str], seeds: List[int],
-                 config: PretrainingDataConfig) -> None:
+                 config: PretrainingDataConfig) -> int:
     """Pass 2 for one shard: shuffle every spill file (bounded buffer, seeded
-    per shard and file), append to a temporary file, rename when complete."""
+    per shard and file), append to a temporary file, rename when complete.
+    Returns the number of records written."""
     temp = _temp_path(final, "incomplete")
     options = tf.io.TFRecordOptions(compression_type=config.output_compression or None)
+    records = 0
     with tf.io.TFRecordWriter(temp, options) as writer:
         for path, seed in zip(spill_paths, seeds):
             for record in shuffled_spill(_read_framed(path), seed, config.shuffle_buffer_size):
                 writer.write(record)
+                records += 1
     tf.io.gfile.rename(temp, final, overwrite=True)
     for path in spill_paths:
         tf.io.gfile.remove(path)
+    return records
 
 
 def shuffled_spill(records: Iterator[bytes], seed: int, shuffle_buffer_size: int) -> Iterator[bytes]:

@@ -22,6 +22,7 @@ Example:
 TensorShape([8])
 """
 
+import os
 from typing import Dict, List, Optional, Sequence, Union
 
 import tensorflow as tf
@@ -183,8 +184,10 @@ def _files(file_pattern: Union[str, Sequence[str]]) -> List[str]:
         files = tokenizer_lib.expand_input_patterns(file_pattern)
     except FileNotFoundError as e:
         raise FileNotFoundError(f"No pretraining records: {e}") from None
-    # A broad glob (data/*) also matches the shards' manifest: not a record file.
-    records = sorted(f for f in files if not f.endswith(MANIFEST_SUFFIX))
+    # A broad glob (data/*) also matches the shards' manifest, and (TensorFlow's
+    # glob matches hidden files) temporary files of a run in progress: not records.
+    records = sorted(f for f in files if not f.endswith(MANIFEST_SUFFIX)
+                     and not os.path.basename(f).startswith("."))
     if not records:
         raise FileNotFoundError(f"No pretraining records in {file_pattern!r}: only {files!r}.")
     return records
@@ -199,7 +202,8 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
                         ngram: int = 3, favor_shorter_ngram: bool = True,
                         do_whole_word_mask: bool = True, shuffle_buffer_size: int = 10000,
                         cycle_length: int = 8,
-                        deterministic: Optional[bool] = None) -> tf.data.Dataset:
+                        deterministic: Optional[bool] = None,
+                        skip_corrupt_records: bool = False) -> tf.data.Dataset:
     """The training / evaluation reader of pretraining records.
 
     Args:
@@ -232,6 +236,10 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         cycle_length: files read in parallel.
         deterministic: tf.data determinism of the parallel stages (None:
             the tf.data default, deterministic).
+        skip_corrupt_records: a record that fails its CRC or is truncated
+            ends the reading of its file (tf.data cannot find the next record
+            boundary after it) instead of stopping with a DataLossError; off
+            by default. TensorFlow logs each such error at WARNING level.
 
     Returns:
         A dataset of dicts: int32 input_ids, input_mask, segment_ids,
@@ -263,7 +271,7 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
         num_pipelines = input_context.num_input_pipelines
         pipeline_id = input_context.input_pipeline_id
     ds = _records(_files(file_pattern), num_pipelines, pipeline_id, is_training, seed,
-                  cycle_length, deterministic)
+                  cycle_length, deterministic, skip_corrupt_records)
     if is_training:
         ds = ds.shuffle(shuffle_buffer_size, seed=seed, reshuffle_each_iteration=True)
 
@@ -297,10 +305,12 @@ def dynamic_predictions_per_seq(max_seq_length: int, max_predictions_per_seq: in
 
 
 def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training: bool,
-             seed: int, cycle_length: int, deterministic: Optional[bool]) -> tf.data.Dataset:
+             seed: int, cycle_length: int, deterministic: Optional[bool],
+             skip_corrupt_records: bool = False) -> tf.data.Dataset:
     """The serialised records of this input pipeline's part of `files`: whole
     files when there are at least as many as pipelines, else every n-th
-    record; files shuffled and repeated forever when training."""
+    record; files shuffled and repeated forever when training.  With
+    `skip_corrupt_records`, a corrupt record ends its file's records."""
     ds = tf.data.Dataset.from_tensor_slices(files)
     shard_records = False
     if num_pipelines > 1:
@@ -313,7 +323,8 @@ def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training
 
     def read(path):
         comp = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
-        return tf.data.TFRecordDataset(path, compression_type=comp)
+        records = tf.data.TFRecordDataset(path, compression_type=comp)
+        return records.ignore_errors(log_warning=True) if skip_corrupt_records else records
 
     no_autograph = tf.autograph.experimental.do_not_convert
     ds = ds.interleave(no_autograph(read), cycle_length=max(1, min(cycle_length, len(files))),

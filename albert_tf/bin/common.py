@@ -11,7 +11,9 @@ It gives each console script the same behaviour:
   `--helpfull` lists every flag as usual;
 * library errors (bad files, bad values, TensorFlow op errors, training
   errors) end the program with one line `NAME: message` on stderr and exit
-  code 1 instead of a traceback; `app.UsageError` keeps absl's behaviour.
+  code 1 instead of a traceback; `app.UsageError` keeps absl's behaviour; a
+  full disk names the folder and what is complete in it, a corrupt TFRecord
+  record names its file and offset (albert_tf/bin/faults.py).
 
 Usage, at the bottom of a binary module (which imports TensorFlow only inside
 `main`, so that the log setting applies):
@@ -232,11 +234,22 @@ class _UsageHelpFlag(flags.BooleanFlag):
             sys.exit(0)
 
 
+def _op_error_line(text: str) -> list[str]:
+    """The line of an op error that says what failed: not tf.function's
+    "Graph execution error:" header nor its "Detected at node" traceback."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].strip() == "Graph execution error:":
+        for line in lines[1:]:
+            if line.strip() and not line.startswith((" ", "\t")) and not line.startswith("Detected at node"):
+                return [line]
+    return lines[:1]
+
+
 def _one_line(error: BaseException) -> str:
-    """The error's message on one line (an op error: its first line only)."""
+    """The error's message on one line (an op error: the line saying what failed)."""
     tf = sys.modules.get("tensorflow")
     if tf is not None and isinstance(error, tf.errors.OpError):
-        lines = (error.message or str(error)).strip().splitlines()[:1]
+        lines = _op_error_line(error.message or str(error))
     else:
         lines = str(error).strip().splitlines()
     message = " ".join(line.strip() for line in lines if line.strip())
@@ -332,10 +345,14 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             sys.exit(error.exit_code)
         except library_error_types() as error:
             logging.debug("%s failed", name, exc_info=True)  # the traceback with --verbosity=1
-            message = _one_line(error)
-            flag_name = flag_named_in(message)
-            if flag_name and f"--{flag_name}" not in message:
-                message = f"--{flag_name}: {message}"
+            from albert_tf.bin import faults  # a full disk, a corrupt record: what and where
+
+            message = faults.fault_message(error, FLAGS)
+            if message is None:
+                message = _one_line(error)
+                flag_name = flag_named_in(message)
+                if flag_name and f"--{flag_name}" not in message:
+                    message = f"--{flag_name}: {message}"
             sys.stderr.write(f"{name}: {message}\n")
             sys.stderr.flush()
             sys.exit(1)

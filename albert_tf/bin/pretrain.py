@@ -104,10 +104,16 @@ def main(argv) -> None:
     if not (FLAGS.do_train or FLAGS.do_eval):
         raise app.UsageError("Nothing to do: --do_train and --do_eval are off.")
     config, config_source = _model_config()
+    from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
+
     if FLAGS.do_train:
-        _check_input(FLAGS.input_file, "input_file")
+        shard_check.verify_input_shards(_check_input(FLAGS.input_file, "input_file"),
+                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
     eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
-    if FLAGS.do_eval:
+    if FLAGS.do_eval and eval_pattern != FLAGS.input_file:
+        shard_check.verify_input_shards(_check_input(eval_pattern, "eval_input_file"),
+                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+    elif FLAGS.do_eval:
         _check_input(eval_pattern, "eval_input_file")
     if FLAGS.spm_model_file:
         if not os.path.exists(FLAGS.spm_model_file):
@@ -160,6 +166,7 @@ def main(argv) -> None:
                 optimization.train_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=True, masking=data.masking, seed=run_config.seed,
+            skip_corrupt_records=FLAGS.skip_corrupt_records,
             masked_lm_prob=data.masked_lm_prob,
             input_context=None if data.data_service_address else ctx,
             vocab_size=config.vocab_size,
@@ -170,6 +177,7 @@ def main(argv) -> None:
             eval_pattern, ctx.get_per_replica_batch_size(data.eval_batch_size),
             data.max_seq_length, data.max_predictions_per_seq,
             is_training=False, masking="static", seed=run_config.seed,
+            skip_corrupt_records=FLAGS.skip_corrupt_records,
             input_context=ctx, vocab_size=config.vocab_size,
             type_vocab_size=config.type_vocab_size)
 

@@ -315,6 +315,36 @@ def test_manifest_records_settings_and_input_fingerprints(baseline, corpus_file,
         assert manifest["spm_model"]["sha256"] == hashlib.sha256(f.read()).hexdigest()
 
 
+def test_manifest_records_every_shards_size_record_count_and_sha256(baseline):
+    import hashlib
+
+    out, summary = baseline
+    entries = json.loads(manifest_text(out))["shards"]
+    assert sorted(entries) == [f"pretrain-0000{i}-of-00003.tfrecord" for i in range(3)]
+    for name, entry in entries.items():
+        path = os.path.join(out, name)
+        with open(path, "rb") as f:
+            data = f.read()
+        assert entry == {"bytes": len(data), "records": sum(1 for _ in tf.data.TFRecordDataset(path)),
+                         "sha256": hashlib.sha256(data).hexdigest()}, name
+    assert sum(entry["records"] for entry in entries.values()) == summary.instances
+
+
+def test_rerun_adds_entries_for_complete_shards_an_older_manifest_lacks(baseline, tmp_path,
+                                                                       corpus_file, spm_model):
+    out, _ = baseline
+    target = str(tmp_path / "old")
+    shutil.copytree(out, target)
+    path = os.path.join(target, "pretrain.manifest.json")
+    manifest = json.loads(manifest_text(target))
+    del manifest["shards"]  # as a version without shard entries wrote it
+    with open(path, "w") as f:
+        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    summary = pipelines.create_pretraining_data([corpus_file], spm_model, target, **SETTINGS)
+    assert summary.shards_written == [] and len(summary.shards_already_complete) == 3
+    assert manifest_text(target) == manifest_text(out)
+
+
 def test_rerun_with_other_settings_is_an_error_unless_overwrite(tmp_path, corpus_file,
                                                                  spm_model):
     target = str(tmp_path / "o")
