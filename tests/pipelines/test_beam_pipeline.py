@@ -12,6 +12,8 @@ runs, a line of invalid UTF-8 and a line over max_line_bytes.
 import dataclasses
 import filecmp
 import gzip
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -89,6 +91,15 @@ def test_two_worker_processes_write_the_tools_bytes(corpus, spm_model, tmp_path)
     assert _same_files(corpus["tool"], out) == []  # shards and manifest, byte for byte
     assert _counts(summary) == _counts(corpus["summary"])
     assert len(summary.shards_written) == 3 and not summary.shards_already_complete
+    # The manifest both wrote holds every shard's size, record count and SHA-256.
+    with open(os.path.join(out, "pretrain.manifest.json")) as f:
+        entries = json.load(f)["shards"]
+    assert sorted(entries) == sorted(os.path.basename(p) for p in summary.shards_written)
+    for name, entry in entries.items():
+        with open(os.path.join(out, name), "rb") as f:
+            data = f.read()
+        assert (entry["bytes"], entry["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
+    assert sum(e["records"] for e in entries.values()) == summary.instances
 
 
 def test_rerun_after_a_killed_run_writes_only_the_missing_shard(corpus, spm_model, tmp_path):
@@ -162,3 +173,55 @@ def test_nsp_mode_writes_the_tools_bytes(corpus_file, spm_model, tmp_path):
     create.create_pretraining_data([corpus_file], spm_model, str(tmp_path / "tool"), config)
     beam_pipeline.create_pretraining_data_beam([corpus_file], spm_model, str(tmp_path / "beam"), config)
     assert _same_files(str(tmp_path / "tool"), str(tmp_path / "beam")) == []
+
+
+# --------------------------------------------------------------------------- the summary's counters
+
+
+class _Counter:
+    def __init__(self, name, committed=None, attempted=None, raises=False):
+        from apache_beam.metrics.metricbase import MetricName
+
+        self.key = type("Key", (), {"metric": MetricName(beam_pipeline._NAMESPACE, name)})()
+        self._committed, self.attempted, self._raises = committed, attempted, raises
+
+    @property
+    def committed(self):
+        if self._raises:
+            raise NotImplementedError("committed metrics are not supported by this runner")
+        return self._committed
+
+
+class _Result:
+    def __init__(self, counters=None, error=None):
+        self.counters, self.error = counters, error
+
+    def metrics(self):
+        if self.error:
+            raise self.error
+        result = self
+
+        class _Query:
+            def query(self, _filter):
+                return {"counters": result.counters}
+
+        return _Query()
+
+
+def test_summary_prefers_committed_counts_zero_included():
+    result = _Result([_Counter("instances", committed=7, attempted=9),
+                      _Counter("label_one", committed=0, attempted=3),  # 0 committed is 0, not "unknown"
+                      _Counter("shards_written", committed=2, attempted=5)])
+    summary, written = beam_pipeline._summary(result, 1.0)
+    assert (summary.instances, summary.label_one, written) == (7, 0, 2)
+
+
+def test_summary_falls_back_to_attempted_and_never_raises():
+    raising = _Result([_Counter("instances", attempted=9, raises=True),
+                       _Counter("shards_written", attempted=3, raises=True)])
+    summary, written = beam_pipeline._summary(raising, 1.0)
+    assert (summary.instances, written) == (9, 3)
+    summary, written = beam_pipeline._summary(_Result(error=NotImplementedError("no metrics")), 1.0)
+    assert (summary.instances, written) == (0, None)  # unknown, not a failure
+    summary, written = beam_pipeline._summary(_Result([]), 1.0)
+    assert written is None
