@@ -24,7 +24,10 @@ skip into. The trainer joins a job named after its output folder
 (`job_name`, from the path as given: absolute or a URL, never relative,
 so the name does not depend on the working directory): a restarted trainer whose dispatcher kept running continues
 that job with the batches not yet handed out (those the killed trainer had
-prefetched are lost); after a dispatcher restart a new pass begins. Weights,
+prefetched are lost); after a dispatcher restart a new pass begins. With dynamic masking every
+worker numbers its records from 0; the mask keys also fold in each record's
+bytes (`pipelines.tfrecords`), so the workers do not repeat each other's
+masks. Weights,
 optimizer, step and dropout RNG still resume exactly.
 
 Example (in-process servers on free ports):
