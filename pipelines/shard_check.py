@@ -58,6 +58,7 @@ class ShardReport:
         records: records of the verified files, from the manifest.
         checked: files checked against a manifest, the missing ones included.
         manifests: the manifests used.
+        bad: path -> the manifest's record count, for each bad shard present.
     """
 
     verified: List[str] = dataclasses.field(default_factory=list)
@@ -66,6 +67,7 @@ class ShardReport:
     records: int = 0
     checked: int = 0
     manifests: List[str] = dataclasses.field(default_factory=list)
+    bad: Dict[str, int] = dataclasses.field(default_factory=dict)
 
     def problem_line(self) -> str:
         """One line naming every problem, e.g. "2 of 8 shards do not match ..."."""
@@ -155,9 +157,12 @@ def check_shards(files: Sequence[str], mode: str = "size") -> ShardReport:
             problem = _check_one(path, entry, mode)
             if problem:
                 report.problems.append(f"{name} {problem}")
+                if problem != "(missing)":
+                    report.bad[path] = int(entry.get("records") or 0)
             else:
                 report.verified.append(path)
                 report.records += int(entry.get("records") or 0)
+    report.problems.sort()  # each starts with its shard's name
     return report
 
 
@@ -197,9 +202,11 @@ def masked_crc32c(data: bytes) -> int:
 
 
 def _open(path: str):
+    """A binary stream of the file (decompressed for .gz); short reads at its end."""
     import tensorflow as tf
 
-    raw = tf.io.gfile.GFile(path, "rb")
+    # Local files through Python: GFile raises at the end instead of a short read.
+    raw = open(path, "rb") if "://" not in path else tf.io.gfile.GFile(path, "rb")
     return gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
 
 
@@ -262,7 +269,7 @@ def locate_corrupt_record(message: str, files: Sequence[str]) -> Optional[str]:
         for start in starts:
             try:
                 where = _record_at(path, start)
-            except (OSError, EOFError, gzip.BadGzipFile):
+            except Exception:  # noqa: BLE001  (an unreadable file is not the one: go on)
                 where = None
             if where:
                 found.append(f"{path}: {where}")
@@ -298,6 +305,8 @@ def verify_input_shards(files: Sequence[str], mode: str = "size",
                 report.problem_line() + ". Delete the bad shards and rerun albert-create-pretraining-data "
                 "with the same flags (it writes only missing shards), or pass --skip_corrupt_records.")
         logging.warning("%s; reading them anyway (--skip_corrupt_records).", report.problem_line())
+    if skip_corrupt_records:
+        _log_skipped(report)
     if report.verified:
         logging.info("%d shard(s) match their manifest (%s: %s): %d records.", len(report.verified),
                      mode, "size" if mode == "size" else "size and SHA-256", report.records)
@@ -305,3 +314,50 @@ def verify_input_shards(files: Sequence[str], mode: str = "size",
         logging.info("%d input file(s) have no manifest entry and are read unverified (e.g. %s).",
                      len(report.unverified), os.path.basename(report.unverified[0]))
     return report
+
+
+def readable_records(path: str) -> int:
+    """Records of a TFRecord file before the first truncated one or bad length
+    (a header walk: the data is skipped, its CRC unchecked)."""
+    import tensorflow as tf
+
+    try:
+        return _readable_records(path)
+    except (tf.errors.OutOfRangeError, EOFError, OSError):  # GFile at the end of a remote file
+        return 0
+
+
+def _readable_records(path: str) -> int:
+    count, position = 0, 0
+    with _open(path) as f:
+        while True:
+            header = f.read(12)
+            if len(header) < 12:
+                return count
+            length, length_crc = struct.unpack("<QI", header)
+            if masked_crc32c(header[:8]) != length_crc:
+                return count
+            f.seek(position + 12 + length)
+            if len(f.read(4)) < 4:
+                return count
+            position += 12 + length + 4
+            count += 1
+
+
+def _log_skipped(report: ShardReport) -> None:
+    """The --skip_corrupt_records lines: what it does, and the records lost in
+    the shards the manifest check found bad (counted by a header walk)."""
+    from absl import logging
+
+    logging.warning("--skip_corrupt_records: a corrupt or truncated record ends its file's reading "
+                    "(tf.data cannot resync inside a TFRecord file); TensorFlow logs each at WARNING "
+                    "(TF_CPP_MIN_LOG_LEVEL=1 shows them).")
+    lost = 0
+    for path, expected in sorted(report.bad.items()):
+        readable = readable_records(path)
+        lost += max(expected - readable, 0)
+        logging.warning("--skip_corrupt_records: %s: %d of its %d records readable, %d skipped.",
+                        os.path.basename(path), readable, expected, max(expected - readable, 0))
+    if report.bad:
+        logging.warning("--skip_corrupt_records: %d record(s) of %d bad shard(s) skipped in each epoch.",
+                        lost, len(report.bad))

@@ -167,6 +167,15 @@ def test_locate_names_a_record_whose_data_fails_its_crc(shards):
     assert shard_check.locate_corrupt_record("some other error", paths) is None
 
 
+def test_readable_records_counts_up_to_the_cut(shards):
+    _, paths, records = shards
+    assert shard_check.readable_records(paths[0]) == len(records[0])
+    with open(paths[0], "r+b") as f:
+        f.truncate(_offset_of(records[0], 3) + 12 + 1)
+    assert shard_check.readable_records(paths[0]) == 3
+    assert sum(1 for _ in tf.data.TFRecordDataset(paths[0]).ignore_errors()) == 3  # what tf.data reads
+
+
 def test_masked_crc_matches_tensorflows_record_header(tmp_path):
     path = str(tmp_path / "one.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
