@@ -12,7 +12,7 @@ The rule:
   start time. The kernel releases the lock when the process dies however it
   dies (kill -9 too), so a lock left by a dead process is simply taken over;
   the file's leftover contents name that holder in a log line. A clean exit
-  empties the file. flock needs a local filesystem (on NFS it may be
+  removes the file. flock needs a local filesystem (on NFS it may be
   per-host only).
 * **Remote folders** (gs://, s3://, hdfs://, any `tf.io.gfile` scheme): a
   lease file ``<folder>/.albert-lease`` (JSON: host, pid, program, start
@@ -153,17 +153,28 @@ class FolderLock:
             "Wait for it to finish, stop it, or use another output folder.")
 
     # ----------------------------------------------------------- local
+    def _open_locked(self) -> int:
+        """A descriptor of the lock file at `path`, flock-ed; FolderLocked when held."""
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                holder = _parse(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
+                os.close(fd)
+                if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise self._refuse(holder) from None
+                raise
+            try:  # the holder we waited for may have removed the file: lock the one at `path`
+                if os.stat(self.path).st_ino == os.fstat(fd).st_ino:
+                    return fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+
     def _acquire_local(self) -> None:
         os.makedirs(self.folder, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            holder = _parse(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
-            os.close(fd)
-            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise self._refuse(holder) from None
-            raise
+        fd = self._open_locked()
         previous = _parse(os.pread(fd, 1 << 16, 0).decode("utf-8", "replace"))
         if previous:
             logging.warning("Took over the lock %s of %s, which is no longer running (it ended without "
@@ -176,7 +187,7 @@ class FolderLock:
 
     def _release_local(self) -> None:
         fd, self._fd = self._fd, None
-        os.ftruncate(fd, 0)  # a clean end: nothing to report to the next holder
+        os.remove(self.path)  # a clean end: no file, nothing to report to the next holder
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 

@@ -95,7 +95,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     from albert_tf.export.heads import _resolve_head
     from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
     from albert_tf.layers.fused import tracing_for_constant_weights
-    from albert_tf.export.versions import _choose_version
+    from albert_tf.export.versions import _choose_version, release_version
 
     head = _resolve_head(model, head)
     if head not in OPENVINO_HEADS:
@@ -124,7 +124,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         if text_signatures:
             _warn_on_resplit(pre)
             ir = _with_tokenizer(ir, pre)
-        final_dir = os.path.join(export_dir, str(_choose_version(export_dir, version)))
+        version = _choose_version(export_dir, version)
+        final_dir = os.path.join(export_dir, str(version))
         tmp_dir = os.path.join(work, "ir")
         ov.save_model(ir, os.path.join(tmp_dir, MODEL_FILE), compress_to_fp16=False)
         os.makedirs(export_dir, exist_ok=True)
@@ -133,6 +134,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         shutil.move(tmp_dir, final_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        release_version(export_dir, version)  # the folder is in place (or the export failed)
     return final_dir
 
 

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from albert_tf.export.assets import _write_assets
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
-from albert_tf.export.versions import _choose_version
+from albert_tf.export.versions import _choose_version, release_version
 from albert_tf.export.warmup import write_warmup_requests
 
 DEFAULT_MAX_SEQ_LENGTH = 128
@@ -128,6 +128,7 @@ def export_saved_model(
     finally:
         if tf.io.gfile.exists(tmp_dir):
             tf.io.gfile.rmtree(tmp_dir)
+        release_version(export_dir, version)  # the folder is in place (or the export failed)
     return final_dir
 
 

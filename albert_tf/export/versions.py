@@ -1,25 +1,106 @@
-"""TF Serving's version folders: the next free number, and never overwriting one."""
+"""TF Serving's version folders: the next free number, and never overwriting one.
+
+Two exports into one folder at once must not choose the same number. An
+export that chooses its number (version None) on a local folder reserves it
+first: `os.mkdir` of ``export_dir/.reserved-N`` is atomic, so of two exports
+racing for N one gets N and the other moves on to N+1. The reservation is
+removed once the version folder is in place (`release_version`); a process
+killed while exporting leaves its reservation, and that number is skipped
+(TF Serving does not mind gaps). Remote folders (gs://) have no atomic mkdir
+through tf.io.gfile: there the number is the next free one and the final
+rename refuses an existing folder (the export fails rather than overwrite).
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
 
+RESERVATION_PREFIX = ".reserved-"
+_RESERVED: Set[Tuple[str, int]] = set()  # (export_dir, version) reserved by this process
+
+
+def _taken(export_dir: str) -> Set[int]:
+    numbers = set()
+    for name in tf.io.gfile.listdir(export_dir):
+        name = name.rstrip("/")
+        if name.startswith(RESERVATION_PREFIX):
+            name = name[len(RESERVATION_PREFIX):]
+        if name.isdigit():
+            numbers.add(int(name))
+    return numbers
+
 
 def next_version(export_dir: str) -> int:
-    """One more than the largest numeric subfolder of export_dir (1 when none)."""
+    """One more than the largest numeric (or reserved) subfolder of export_dir (1 when none).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> os.mkdir(os.path.join(folder, "3"))
+    >>> next_version(folder)
+    4
+    """
     if not tf.io.gfile.isdir(export_dir):
         return 1
-    numbers = [int(name.rstrip("/")) for name in tf.io.gfile.listdir(export_dir) if name.rstrip("/").isdigit()]
-    return max(numbers, default=0) + 1
+    return max(_taken(export_dir), default=0) + 1
+
+
+def reserve_version(export_dir: str, attempts: int = 1000) -> int:
+    """The next free version, reserved for this process (local folders; see the module docstring).
+
+    Args:
+        export_dir: the folder of version folders (created when missing).
+        attempts: how many numbers to try before giving up.
+
+    Returns:
+        The version number; `release_version` frees its reservation.
+
+    Example (two exports choosing at once get two numbers):
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> reserve_version(folder), reserve_version(folder)
+    (1, 2)
+    """
+    if "://" in export_dir and not export_dir.startswith("file://"):
+        return next_version(export_dir)
+    os.makedirs(export_dir, exist_ok=True)
+    version = next_version(export_dir)
+    for _ in range(attempts):
+        try:
+            os.mkdir(os.path.join(export_dir, f"{RESERVATION_PREFIX}{version}"))
+        except FileExistsError:
+            version += 1
+            continue
+        if os.path.exists(os.path.join(export_dir, str(version))):  # made by a tool that does not reserve
+            release_version(export_dir, version, force=True)
+            version += 1
+            continue
+        _RESERVED.add((export_dir, version))
+        return version
+    raise FileExistsError(f"No free export version in {export_dir!r} after {attempts} attempts.")
+
+
+def release_version(export_dir: str, version: Optional[int], force: bool = False) -> None:
+    """Removes this process's reservation of `version` (nothing when there is none)."""
+    if version is None or (not force and (export_dir, version) not in _RESERVED):
+        return
+    _RESERVED.discard((export_dir, version))
+    try:
+        os.rmdir(os.path.join(export_dir, f"{RESERVATION_PREFIX}{version}"))
+    except FileNotFoundError:
+        pass
 
 
 def _choose_version(export_dir: str, version: Optional[int]) -> int:
+    """The version to export as: `version` if free, else (None) a reserved next one."""
     if version is None:
-        return next_version(export_dir)
+        return reserve_version(export_dir)
     if isinstance(version, bool) or not isinstance(version, (int, np.integer)) or version < 0:
         raise ValueError(f"version must be a non-negative integer, got {version!r}.")
     path = os.path.join(export_dir, str(int(version)))

@@ -12,6 +12,8 @@ Re-running after an interruption writes only the missing shards. The settings
 and a fingerprint of the inputs are kept in PREFIX.manifest.json beside the
 shards: a rerun with other settings or inputs stops with an error naming what
 differs, unless --overwrite (give it to every worker), which replaces the shards.
+A second run of the same worker on one --output_dir while the first is alive is
+refused in one line naming it (a lock per worker: pipelines/locking.py).
 
 On Apache Beam (pip install -e ".[beam]"), the same shards:
 
@@ -55,7 +57,11 @@ def main(argv):
             f"{FLAGS.num_workers} / --shard_index={FLAGS.shard_index}.")
     # TensorFlow is imported here, not at module load (see albert_tf/bin/common.py).
     from pipelines import create
+    from pipelines.locking import FolderLock, lock_name
 
+    # One writer per folder, and per worker of --num_workers (each writes its own shards).
+    lock = FolderLock(FLAGS.output_dir, "albert-create-pretraining-data",
+                      lock_name(FLAGS.shard_index, FLAGS.num_workers)).acquire()
     try:
         if FLAGS.runner:
             summary = _run_beam(argv[1:])
@@ -68,6 +74,8 @@ def main(argv):
         # Bad input: one clear line, not a TensorFlow stack trace.
         logging.error("%s", e)
         sys.exit(1)
+    finally:
+        lock.release()
     for line in summary.to_text().splitlines():
         logging.info("%s", line)
 

@@ -62,7 +62,7 @@ def test_a_second_process_is_refused_naming_the_holder_until_it_ends(tmp_path, w
         record = json.loads((tmp_path / ".albert-lock").read_text())
         assert record["pid"] == os.getpid() and record["program"] == "second"
     assert warnings == []
-    assert (tmp_path / ".albert-lock").read_text() == ""
+    assert not (tmp_path / ".albert-lock").exists()  # removed on a clean release
 
 
 def test_the_lock_of_a_killed_process_is_taken_over_with_a_log_line(tmp_path, warnings):
@@ -178,4 +178,63 @@ def test_installed_albert_pretrain_refuses_a_second_run_and_stops_on_sigterm_fro
     step = int(stopped[0].split("after step ")[1].split(":")[0])
     assert step >= 2 and f"checkpoint {out / f'ckpt-{step}'} written" in stopped[0]
     assert (out / f"ckpt-{step}.index").exists()
-    assert (out / ".albert-lock").read_text() == ""  # released on the way out
+    assert not (out / ".albert-lock").exists()  # released on the way out
+
+
+def test_data_creation_workers_lock_their_own_share_only(tmp_path):
+    from pipelines import tokenizer
+    from tests.pipelines.conftest import write_corpus
+
+    corpus = write_corpus(str(tmp_path / "corpus.txt"), num_docs=20)
+    spm = tokenizer.train_sentencepiece([corpus], str(tmp_path / "sp"), vocab_size=120, seed=1)
+    out = tmp_path / "data"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+    def worker(index):
+        return subprocess.run(
+            [sys.executable, "-m", "pipelines.bin.create_pretraining_data", f"--input_file={corpus}",
+             f"--spm_model_file={spm}", f"--output_dir={out}", "--max_seq_length=32", "--max_predictions_per_seq=5",
+             "--dupe_factor=1", "--num_shards=2", "--num_workers=2", f"--shard_index={index}"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+    # A live worker 0 (this process holds its lock): a second worker 0 is refused, worker 1 runs.
+    with locking.FolderLock(str(out), "worker-0", locking.lock_name(0, 2)):
+        refused = worker(0)
+        assert refused.returncode == 1, refused.stderr[-3000:]
+        lines = [l for l in refused.stderr.splitlines() if l.startswith("albert-create-pretraining-data:")]
+        assert len(lines) == 1 and f"is in use by worker-0 pid {os.getpid()}" in lines[0], refused.stderr[-3000:]
+        assert ".albert-lock-worker-0-of-2" in lines[0]
+        done = worker(1)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in out.glob("pretrain-*.tfrecord")) == ["pretrain-00001-of-00002.tfrecord"]
+    assert not list(out.glob(".albert-lock*"))  # both locks gone
+
+
+# ---------------------------------------------------------- export versions
+def test_concurrent_exports_reserve_distinct_versions(tmp_path):
+    from albert_tf.export import versions
+
+    folder = str(tmp_path / "exports")
+    os.makedirs(os.path.join(folder, "2"))  # an existing version
+    barrier, got = threading.Barrier(8), []
+
+    def export():
+        barrier.wait()
+        got.append(versions._choose_version(folder, None))
+
+    threads = [threading.Thread(target=export) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == list(range(3, 11))  # without reservations several get 3
+    assert versions.next_version(folder) == 11  # reserved numbers count as taken
+    for v in got:
+        versions.release_version(folder, v)
+    assert sorted(os.listdir(folder)) == ["2"]
+    # A reservation left by a killed export is skipped, not reused.
+    os.mkdir(os.path.join(folder, ".reserved-3"))
+    assert versions._choose_version(folder, None) == 4
+    versions.release_version(folder, 4)
+    versions.release_version(folder, 3)  # not ours: kept
+    assert sorted(os.listdir(folder)) == [".reserved-3", "2"]
