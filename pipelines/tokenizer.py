@@ -32,8 +32,11 @@ SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
 # list (sentencepiece 0.2 mis-parses the comma-separated string form as CSV).
 USER_DEFINED_SYMBOLS = ["(", ")", '"', "-", ".", "\u2013", "\u00a3", "\u20ac"]
 
-# Python's str.split() whitespace, for the original's " ".join(s.split()).
-_WHITESPACE_RE = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]+"
+# Python's str.split() whitespace (the characters of str.isspace()), for the
+# original's " ".join(s.split()). Written out, not as \s or \p{Z}: regex
+# engines disagree on those (OpenVINO's reads U+180E as \s, Python does not).
+_WHITESPACE_RE = (r"[\x{9}-\x{d}\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}-\x{2029}"
+                  r"\x{202f}\x{205f}\x{3000}]+")
 
 # "original": google-research/albert's tokenization.preprocess_text (whitespace,
 # NFKD, combining marks dropped, lower-casing). "xlnet": XLNet's (and Hugging
@@ -91,17 +94,43 @@ def drop_combining_marks(text: tf.Tensor) -> tf.Tensor:
     return tf.strings.regex_replace(text, combining_marks_regex(), "")
 
 
+def drop_invalid_utf8(text: tf.Tensor) -> tf.Tensor:
+    """Removes the bytes that are not valid UTF-8, as the original's
+    `convert_to_unicode` (`bytes.decode("utf-8", "ignore")`) does.
+
+    Without this, the string ops below read each stray byte as U+FFFD, which
+    SentencePiece's normaliser turns into a word break ("ka\\x85lo" would be
+    "ka lo"; the original reads "kalo").
+
+    Example:
+    >>> drop_invalid_utf8(tf.constant([b"ka\\x85lo\\xc3", b"\\xc3\\xa9\\x00"])).numpy().tolist()
+    [b'kalo', b'\\xc3\\xa9\\x00']
+    """
+    return tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+
+
+def _lower_keeping_nul(text: tf.Tensor) -> tf.Tensor:
+    """`tf.strings.lower(encoding="utf-8")`, which ends each string at its first NUL, applied between NULs."""
+    parts = tf.strings.split(tf.reshape(text, [-1]), "\x00")
+    lowered = tf.ragged.map_flat_values(tf.strings.lower, parts, encoding="utf-8")
+    joined = tf.strings.reduce_join(lowered + "\x00", axis=-1)  # one NUL too many at the end
+    length = tf.strings.length(joined)
+    return tf.reshape(tf.strings.substr(joined, tf.zeros_like(length), length - 1), tf.shape(text))
+
+
 def preprocess_text(lines: tf.Tensor, do_lower_case: bool, normalization: str = DEFAULT_NORMALIZATION) -> tf.Tensor:
     """The original `tokenization.preprocess_text` as string ops.
 
-    Collapses whitespace and strips (`" ".join(s.strip().split())`), applies
-    NFKD, drops combining marks (`unicodedata.combining(c) != 0`, see
-    `combining_marks_regex`) and lower-cases when `do_lower_case`. With
+    Drops bytes that are not valid UTF-8 (the original's `convert_to_unicode`,
+    see `drop_invalid_utf8`), collapses whitespace and strips
+    (`" ".join(s.strip().split())`), applies NFKD, drops combining marks
+    (`unicodedata.combining(c) != 0`, see `combining_marks_regex`) and
+    lower-cases when `do_lower_case` (NUL characters kept, as Python's). With
     normalization="xlnet", `` and '' also become " after the whitespace step
     (XLNet's and Hugging Face's variant; the original ALBERT does not).
 
     Args:
-        lines: a string tensor of valid UTF-8.
+        lines: a string tensor (invalid UTF-8 bytes are dropped).
         do_lower_case: lowercase as the original's `do_lower_case`.
         normalization: "original" (default) or "xlnet".
 
@@ -115,14 +144,14 @@ def preprocess_text(lines: tf.Tensor, do_lower_case: bool, normalization: str = 
     [b'"cafe"']
     """
     check_normalization(normalization)
-    x = tf.strings.regex_replace(lines, _WHITESPACE_RE, " ")
+    x = tf.strings.regex_replace(drop_invalid_utf8(lines), _WHITESPACE_RE, " ")
     x = tf.strings.strip(x)
     if normalization == "xlnet":
         x = tf.strings.regex_replace(x, "``|''", '"')
     x = tf_text.normalize_utf8(x, "NFKD")
     x = drop_combining_marks(x)
     if do_lower_case:
-        x = tf.strings.lower(x, encoding="utf-8")
+        x = _lower_keeping_nul(x)
     return x
 
 

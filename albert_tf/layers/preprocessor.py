@@ -297,7 +297,8 @@ class AlbertTextPreprocessor(keras.layers.Layer):
             text: tf.string [B] (or a scalar).
             max_pieces: the pieces the caller keeps at most: the text is first
                 cut to max_pieces * CHARS_PER_PIECE characters (`cut_text`).
-                None: no cut.
+                None: no cut. Bytes that are not valid UTF-8 are dropped after
+                the cut (`pipelines.tokenizer.preprocess_text`).
         """
         text = _as_batch(text)
         if max_pieces is not None:

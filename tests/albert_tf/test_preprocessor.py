@@ -274,3 +274,14 @@ def test_a_10mb_text_is_cut_before_normalising(spm_model, python_ids):
     assert pp.cut_text(tf.constant(["x" * 10 + "y" * 64]), 1, keep="last").numpy().tolist() == [b"y" * 64]
     with pytest.raises(ValueError, match="'middle'"):
         pp.cut_text(huge, 1, keep="middle")
+
+
+def test_stray_bytes_and_nul_give_the_originals_ids(spm_model, python_ids):
+    """A stray byte is dropped (the original's convert_to_unicode), a NUL is a character (<unk>), as the original.
+
+    Before: the stray byte read as a word break ("ka lo"), and lower-casing cut the text at the NUL.
+    """
+    pre = AlbertTextPreprocessor(spm_model, max_seq_length=32)
+    got = pre.tokenize(tf.constant([b"ka\x85lo", b"Ka \x00 lo", b"\xffka\xc3"])).to_list()
+    assert got == [python_ids("kalo"), python_ids("ka \x00 lo"), python_ids("ka")]
+    assert got[0] != python_ids("ka lo") and pp.UNK_ID in got[1] and len(got[1]) > len(python_ids("ka"))

@@ -66,6 +66,8 @@ ORIGINAL_CASES = [
     ("\u0130stanbul", "istanbul", "Istanbul"),  # I + U+0307, the dot dropped before lower-casing
     ("\u01c4", "dz", "DZ"),  # D Z + caron
     ("\ud55c", "\u1112\u1161\u11ab", "\u1112\u1161\u11ab"),  # Hangul syllable -> its three jamo
+    ("KA\x00LO \x00", "ka\x00lo \x00", "KA\x00LO \x00"),  # NUL is a character (not whitespace), kept
+    ("ka\u180elo", "ka\u180elo", "ka\u180elo"),  # U+180E is not whitespace for Python (Unicode 6.3+)
 ]
 
 
@@ -88,6 +90,36 @@ def test_xlnet_normalisation_is_an_explicit_option():
         tokenizer.preprocess_text(tf.constant(texts), True, "hf")
     with pytest.raises(ValueError, match="'hf'"):
         tokenizer.preprocess_text_py("x", True, "hf")
+
+
+def test_bytes_that_are_not_utf8_are_dropped_as_the_originals_convert_to_unicode():
+    """The original decodes with errors="ignore": a stray byte is nothing, not U+FFFD (a word break)."""
+    rng = np.random.default_rng(0)
+    alphabet = [b"\x80", b"\xbf", b"\xc2", b"\xe2", b"\xf0", b"\xed", b"\xa0", b"\x85", b"\x9f", b"\xf4", b"\x90",
+                b"\xc0", b"\xff", b"\x00", b"Ka", b" ", b"\xc3\xa9", b"\xe2\x80\x83"]
+    raw = [b"ka\x85lo", b"ka \xc3 lo\xe2\x80"] + [b"".join(rng.choice(alphabet, size=rng.integers(1, 9)))
+                                                   for _ in range(2000)]
+    graph = tokenizer.preprocess_text(tf.constant(raw), True).numpy().tolist()
+    assert graph[:2] == [b"kalo", b"ka lo"]  # worked by hand
+    want = [tokenizer.preprocess_text_py(r.decode("utf-8", "ignore"), True).encode("utf-8") for r in raw]
+    assert graph == want
+    # The check can fail: reading stray bytes as U+FFFD (what the string ops did before) differs on many.
+    replaced = [tokenizer.preprocess_text_py(r.decode("utf-8", "replace"), True).encode("utf-8") for r in raw]
+    assert sum(g != r for g, r in zip(graph, replaced)) > 1000
+
+
+def test_nul_survives_lower_casing_in_every_shape():
+    """tf.strings.lower ends a string at its first NUL; the normalisation lower-cases between NULs."""
+    texts = ["KA\x00LO", "\x00", "A \x00 B\x00", "\x00\x00X", ""]
+    want = [tokenizer.preprocess_text_py(t, True) for t in texts]
+    assert want[0] == "ka\x00lo"
+    graph = tokenizer.preprocess_text(tf.constant(texts), True).numpy().tolist()
+    assert [g.decode("utf-8") for g in graph] == want
+    assert tf.strings.lower(tf.constant(texts), encoding="utf-8").numpy().tolist()[0] == b"ka"  # the op alone fails
+    grid = tokenizer.preprocess_text(tf.constant([texts[:2], texts[2:4]]), True).numpy().tolist()
+    assert [[g.decode("utf-8") for g in row] for row in grid] == [want[:2], want[2:4]]
+    assert tokenizer.preprocess_text(tf.constant(texts[0]), True).numpy().decode("utf-8") == want[0]
+    assert tokenizer.preprocess_text(tf.constant([], tf.string), True).shape == (0,)
 
 
 def _all_code_points():
