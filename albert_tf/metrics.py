@@ -304,21 +304,50 @@ def _v2_raw_scores(gold_answers, predictions):
 
 
 def _find_best_threshold(predictions, scores, na_probs, has_answer) -> Tuple[float, float]:
-    """The official v2 search: walk the questions by rising no-answer score."""
-    num_no_answer = sum(1 for qid in has_answer if not has_answer[qid])
-    current = best = float(num_no_answer)
+    """The official v2 search, corrected so that the threshold it returns scores the best it reports.
+
+    Walks the questions by rising no-answer score, answering one more at each
+    step, from "no answer everywhere" (every unanswerable question right). A
+    question counts as answered at threshold t when its score is <= t (the
+    official ``na_prob > thresh`` means no answer), so two corrections of
+    evaluate-v2.0.py (and of the original ALBERT) make the threshold reproduce
+    the score:
+
+    - questions of equal score are answered together: the best is taken only
+      after the last of a tie (the official search can report a best that
+      answers one question of a tie and not the other, which no threshold does);
+    - when "no answer everywhere" is best, the threshold lies below every
+      score (the lowest minus 1), not at the search's starting 0.0, which
+      answers every question scoring <= 0 and can score far less (issue 29).
+
+    Only questions with a score (a prediction) count, as in the official division.
+
+    Args:
+        predictions: question id -> predicted text.
+        scores: question id -> exact or F1 of the prediction (0..1).
+        na_probs: question id -> no-answer score.
+        has_answer: question id -> whether the gold has an answer.
+
+    Returns:
+        (best score in percent, its threshold).
+    """
+    qids = sorted((q for q in scores if q in na_probs), key=lambda q: na_probs[q])
+    current = best = float(sum(1 for q in scores if not has_answer[q]))
     best_threshold = 0.0
-    for qid in sorted(na_probs, key=lambda k: na_probs[k]):
-        if qid not in scores:
-            continue
+    if qids:
+        lowest = float(na_probs[qids[0]])
+        below = lowest - 1.0
+        best_threshold = below if below < lowest else math.nextafter(lowest, -math.inf)
+    for i, qid in enumerate(qids):
         if has_answer[qid]:
-            diff = scores[qid]
+            current += scores[qid]
         else:
-            diff = -1 if predictions[qid] else 0
-        current += diff
+            current += -1 if predictions[qid] else 0
+        if i + 1 < len(qids) and na_probs[qids[i + 1]] == na_probs[qid]:
+            continue  # the next question scores the same: a threshold answers both or neither
         if current > best:
             best = current
-            best_threshold = na_probs[qid]
+            best_threshold = float(na_probs[qid])
     return 100.0 * best / len(scores), best_threshold
 
 
@@ -331,7 +360,10 @@ def squad_v2_scores(gold_answers: Mapping[str, Sequence[str]], predictions: Mapp
     unanswerable; only "" is right for it. With `na_probs` (question id ->
     no-answer score, e.g. the null score difference), a question whose score
     exceeds `na_prob_thresh` counts as predicted unanswerable, and the best
-    thresholds for exact match and F1 are searched as the official script.
+    thresholds for exact match and F1 are searched as the official script,
+    corrected so that answering where the score is <= best_f1_thresh scores
+    exactly best_f1 (ties answered together; "no answer everywhere" gets a
+    threshold below every score, not 0.0: `_find_best_threshold`).
 
     Args:
         gold_answers: question id -> gold answer texts ([] when unanswerable).

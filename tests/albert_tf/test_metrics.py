@@ -126,6 +126,57 @@ def test_squad_v2_best_threshold_search():
     assert at_half["exact"] == pytest.approx(75.0)
 
 
+def _rescored(gold, predictions, na_probs, threshold):
+    """Answers where the no-answer score is <= threshold (the official rule), scored without na_probs."""
+    answers = {q: "" if na_probs[q] > threshold else text for q, text in predictions.items()}
+    return metrics.squad_v2_scores(gold, answers)
+
+
+def test_squad_v2_threshold_when_no_answer_everywhere_is_best():
+    # Issue 29: both questions unanswerable, both predicted with text, null odds -1 and -2.
+    # "No answer everywhere" scores 2/2 = 100; answering q2 (-2) gives 1, both 0: nothing beats
+    # the start. The official search keeps its starting threshold 0.0, which answers both (F1 0).
+    gold, predictions, odds = {"q1": [], "q2": []}, {"q1": "ka", "q2": "lo"}, {"q1": -1.0, "q2": -2.0}
+    scores = metrics.squad_v2_scores(gold, predictions, na_probs=odds)
+    assert scores["best_f1"] == scores["best_exact"] == 100.0
+    assert _rescored(gold, predictions, odds, 0.0)["f1"] == 0.0  # the old threshold: what it scored
+    # Below every score (the lowest minus 1): no answer anywhere, which scores best_f1.
+    assert scores["best_f1_thresh"] == scores["best_exact_thresh"] == -3.0
+    assert _rescored(gold, predictions, odds, scores["best_f1_thresh"])["f1"] == 100.0
+
+
+def test_squad_v2_threshold_answers_a_tie_together():
+    # q1 answerable, predicted right; q2 unanswerable, predicted "y"; both at 0.5. Start at 1 (q2).
+    # The official walk: q1 +1 -> 2 (best 100 at 0.5), q2 -1 -> 1; but at 0.5 both are answered
+    # (50). A threshold answers both or neither: neither (1, 50) is best, below 0.5.
+    gold, predictions, odds = {"q1": ["x"], "q2": []}, {"q1": "x", "q2": "y"}, {"q1": 0.5, "q2": 0.5}
+    scores = metrics.squad_v2_scores(gold, predictions, na_probs=odds)
+    assert scores["best_f1"] == 50.0 and scores["best_f1_thresh"] == -0.5
+    assert _rescored(gold, predictions, odds, 0.5)["f1"] == 50.0  # what the official 100 at 0.5 scores
+    # Without the tie (q2 at 0.6) the walk's best is reachable: 100 at 0.5.
+    untied = metrics.squad_v2_scores(gold, predictions, na_probs={"q1": 0.5, "q2": 0.6})
+    assert (untied["best_f1"], untied["best_f1_thresh"]) == (100.0, 0.5)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_squad_v2_recorded_threshold_rescores_to_the_best_over_every_threshold(seed):
+    # Random small cases (ties likely: scores from 4 values). Reference: every threshold that
+    # answers a different set (each distinct score, and below them all), rescored by the rule.
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 7))
+    words = ["ka", "lo", "mi", "ka lo", ""]
+    gold = {f"q{i}": ([] if rng.random() < 0.4 else [str(rng.choice(words[:4]))]) for i in range(n)}
+    predictions = {q: str(rng.choice(words)) for q in gold}
+    odds = {q: float(rng.choice([-1.5, -0.5, 0.0, 2.0])) for q in gold}
+    scores = metrics.squad_v2_scores(gold, predictions, na_probs=odds)
+    candidates = sorted(set(odds.values())) + [min(odds.values()) - 1.0]
+    for key in ("f1", "exact"):
+        best = max(_rescored(gold, predictions, odds, t)[key] for t in candidates)
+        assert scores[f"best_{key}"] == pytest.approx(best, abs=1e-9), (gold, predictions, odds)
+        at_threshold = _rescored(gold, predictions, odds, scores[f"best_{key}_thresh"])[key]
+        assert at_threshold == pytest.approx(scores[f"best_{key}"], abs=1e-9), (gold, predictions, odds)
+
+
 def test_gold_answers_from_squad():
     data = {"data": [{"paragraphs": [{"context": "abc", "qas": [
         {"id": "a", "question": "?", "answers": [{"text": "b", "answer_start": 1}]},

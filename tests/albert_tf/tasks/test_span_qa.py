@@ -48,6 +48,19 @@ def test_v2_scores_at_best_threshold_returns_the_answers_at_it():
     assert scores["f1"] == scores["best_f1"]
 
 
+def test_v2_threshold_when_no_answer_everywhere_is_best_reproduces_best_f1():
+    # Issue 29: gold all unanswerable, null odds -1 and -2. No threshold beats "no answer
+    # everywhere" (100); the old search kept its starting 0.0, answering both: f1 0, best_f1 100.
+    gold, best, odds = {"a": [], "b": []}, {"a": "x", "b": "y"}, {"a": -1.0, "b": -2.0}
+    result = squad.SquadPredictions(dict(best), dict(best), dict(odds), {})
+    scores, answers = span_qa.v2_scores_at_best_threshold(gold, result)
+    assert answers == {"a": "", "b": ""}
+    assert scores["f1"] == scores["best_f1"] == 100.0 and scores["exact"] == 100.0
+    assert scores["null_score_diff_threshold"] == scores["best_f1_thresh"] < -2.0  # below every odds
+    # Serving at the recorded threshold gives the same answers (the rule export and predict use).
+    assert squad.answers_at_threshold(best, odds, scores["null_score_diff_threshold"]) == answers
+
+
 def test_odds_equal_to_the_threshold_keep_the_answer():
     # The official evaluate-v2.0.py: na_prob > thresh is "no answer"; equal answers.
     assert squad.answers_at_threshold({"a": "x", "b": "y"}, {"a": 0.5, "b": 0.5000001}, 0.5) == {"a": "x", "b": ""}
