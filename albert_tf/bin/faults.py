@@ -108,6 +108,12 @@ def complete_outputs(folder: str) -> List[str]:
         names = sorted(tf.io.gfile.listdir(folder))
     except tf.errors.OpError:
         return found
+    for name in names:  # a fine-tuning run keeps its checkpoints in a subfolder
+        sub = os.path.join(folder, name.rstrip("/"))
+        if not name.startswith(".") and tf.io.gfile.exists(os.path.join(sub, "checkpoint")):
+            checkpoint = last_complete_checkpoint(sub)
+            if checkpoint:
+                found.append(f"last complete checkpoint {checkpoint}")
     shards = [n for n in names if _SHARD.match(n)]
     if shards:
         found.append(f"{len(shards)} complete shard(s), the last {os.path.join(folder, shards[-1])}")
