@@ -160,6 +160,11 @@ def define_runtime_flags() -> None:
             "bfloat16 units, else float32. float16 adds dynamic loss scaling.")
     _define(flags.DEFINE_bool, "jit_compile", False,
             "Compile the forward and backward pass with XLA.")
+    _define(flags.DEFINE_bool, "jit_whole_step", False,
+            "Compile the whole replica step with XLA as one program: forward, "
+            "backward, gradient accumulation, loss scaling, the non-finite "
+            "guard, the all-reduce and the optimizer update, as TPUStrategy "
+            "does (a CPU run with it checks that a TPU can compile the step).")
     _define(flags.DEFINE_integer, "save_checkpoints_steps", 5000,
             "Checkpoint every N steps.")
     _define(flags.DEFINE_integer, "keep_checkpoint_max", 5,

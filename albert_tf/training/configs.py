@@ -125,6 +125,10 @@ class RuntimeConfig(_FromFlags):
             adds dynamic loss scaling); "auto" is resolved by
             `albert_tf.runtime.resolve_mixed_precision`.
         jit_compile: XLA-compile forward and backward passes.
+        jit_whole_step: XLA-compile the whole replica step as one program:
+            forward, backward, gradient accumulation, loss scaling, the
+            non-finite guard, the all-reduce, clipping and the optimizer
+            update (what TPUStrategy compiles). Implies jit_compile.
         save_checkpoints_steps: checkpoint interval in steps.
         keep_checkpoint_max: checkpoints kept.
         log_steps: log/summary interval in steps.
@@ -136,6 +140,7 @@ class RuntimeConfig(_FromFlags):
 
     mixed_precision: str = "float32"
     jit_compile: bool = False
+    jit_whole_step: bool = False
     save_checkpoints_steps: int = 5000
     keep_checkpoint_max: int = 5
     log_steps: int = 100

@@ -300,7 +300,8 @@ def run_pretraining(
 
     iterator = _train_iterator(strategy, train_dataset_fn, start_step, data,
                                optimization.train_batch_size // replicas, output_dir)
-    train_step = build_train_step(state, strategy, accum, runtime.jit_compile)
+    train_step = build_train_step(state, strategy, accum, runtime.jit_compile,
+                                  jit_whole_step=runtime.jit_whole_step)
     writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
               if chief else tf.summary.create_noop_writer())
     logger = MetricsLogger(state.schedule, optimization.num_train_steps,

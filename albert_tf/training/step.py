@@ -115,11 +115,22 @@ def _split(batch: Dict[str, tf.Tensor], parts: int):
 
 
 def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
-                     gradient_accumulation_steps: int, jit_compile: bool):
+                     gradient_accumulation_steps: int, jit_compile: bool,
+                     jit_whole_step: bool = False):
     """`train_step(iterator) -> loss-term sums over the global batch`.
 
     One call runs one optimizer step on every replica and advances
     `state.global_step`.
+
+    Args:
+        state: model, optimizer, loss scale and step counter.
+        strategy: the strategy the variables live in.
+        gradient_accumulation_steps: micro-batches per optimizer step.
+        jit_compile: XLA-compile each micro-step (forward and backward).
+        jit_whole_step: XLA-compile the whole replica step instead:
+            accumulation, loss scaling, the non-finite guard, the all-reduce
+            and the optimizer update too, as under TPUStrategy. An op XLA
+            cannot compile fails the first call with its name.
     """
     accum = gradient_accumulation_steps
     model, opt, loss_scale = state.model, state.optimizer, state.loss_scale
@@ -141,7 +152,7 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
                  for g, v in zip(grads, variables)]
         return grads, terms
 
-    if jit_compile:
+    if jit_compile and not jit_whole_step:
         micro_step = tf.function(micro_step, jit_compile=True)
 
     def accumulate(batch, mlm_denominator, num_examples, scale):
@@ -182,6 +193,9 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
         # optimizer (non-finite gradients leave the weights untouched).
         opt.apply_gradients(zip(grads, variables))
         return {key: terms[key] for key in LOSS_TERM_KEYS}
+
+    if jit_whole_step:
+        replica_step = tf.function(replica_step, jit_compile=True)
 
     @tf.function
     def train_step(iterator):
