@@ -59,6 +59,7 @@ setuptools.setup(
             "albert-demo=albert_tf.bin.demo:run",
             "albert-finetune=albert_tf.bin.finetune:run",
             "albert-export=albert_tf.bin.export:run",
+            "albert-plan=albert_tf.bin.plan:run",
         ],
     },
 )
