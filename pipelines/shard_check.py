@@ -321,24 +321,20 @@ def readable_records(path: str) -> int:
     (a header walk: the data is skipped, its CRC unchecked)."""
     import tensorflow as tf
 
-    try:
-        return _readable_records(path)
-    except (tf.errors.OutOfRangeError, EOFError, OSError):  # GFile at the end of a remote file
-        return 0
-
-
-def _readable_records(path: str) -> int:
     count, position = 0, 0
     with _open(path) as f:
         while True:
-            header = f.read(12)
-            if len(header) < 12:
-                return count
-            length, length_crc = struct.unpack("<QI", header)
-            if masked_crc32c(header[:8]) != length_crc:
-                return count
-            f.seek(position + 12 + length)
-            if len(f.read(4)) < 4:
+            try:
+                header = f.read(12)
+                if len(header) < 12:
+                    return count
+                length, length_crc = struct.unpack("<QI", header)
+                if masked_crc32c(header[:8]) != length_crc:
+                    return count
+                f.seek(position + 12 + length)
+                if len(f.read(4)) < 4:
+                    return count
+            except (tf.errors.OutOfRangeError, EOFError, OSError):  # GFile at a remote file's end
                 return count
             position += 12 + length + 4
             count += 1
