@@ -21,12 +21,14 @@ import sys
 
 from absl import app, flags
 
+from albert_tf import planning
+
 FLAGS = flags.FLAGS
 DEVICE_NAMES = ("a100", "h100", "h200", "tpu-v4", "tpu-v5e", "cpu")
 
 
 def _define_flags() -> None:
-    from albert_tf import config, planning
+    from albert_tf import config
 
     flags.DEFINE_string("preset", "albert_base_v2",
                         f"A released configuration: {', '.join(sorted(config.AlbertConfig.presets()))}.")
@@ -65,8 +67,6 @@ def _config():
 
 
 def _device():
-    from albert_tf import planning
-
     if FLAGS.device != "cpu":
         return planning.DEVICES[FLAGS.device]
     if FLAGS.cpu_memory_gib is None:
@@ -82,9 +82,59 @@ def _device():
     return planning.cpu_device(FLAGS.cpu_tflops * 1e12, memory)
 
 
-def main(argv) -> None:
-    from albert_tf import planning
+def _replicas(count: int) -> str:
+    return f"{count} replica" + ("s" if count != 1 else "")
 
+
+def _size(num_bytes: float) -> str:
+    return f"{num_bytes / planning.GIB:,.2f} GiB"
+
+
+def format_plan(plan, name: str) -> str:
+    """The plan as `albert-plan` prints it.
+
+    Args:
+        plan: from `albert_tf.planning.make_plan`.
+        name: how to call the model (the preset or config file).
+    """
+    c, m = plan.config, plan.memory
+    rate = plan.device.peak_flops if plan.precision != "float32" else plan.device.float32_flops
+    accumulation = plan.gradient_accumulation_steps
+    fits = plan.smallest_accumulation
+    rows = [
+        ("weights (float32)", _size(m.weights)),
+        (f"optimizer state ({plan.optimizer}, 2 float32 slots)", _size(m.optimizer_state)),
+        ("gradients (float32" + (", + accumulator)" if accumulation > 1 else ")"), _size(m.gradients)),
+        (f"weight copies ({plan.precision})", _size(m.weight_copies)),
+        ("activations (no rematerialisation)", _size(m.activations)),
+        ("per-call gradients of shared layers", _size(m.shared_gradients)),
+        ("  (the step holds the larger of these two)", ""),
+        ("total", _size(m.total)),
+    ]
+    lines = [
+        f"model: {name} (sharing={c.sharing}, H={c.hidden_size}, L={c.num_hidden_layers}, E={c.embedding_size}, "
+        f"V={c.vocab_size}), seq {plan.seq}, {plan.preds} predictions/seq, {plan.precision}, {plan.optimizer}",
+        f"batch: {plan.train_batch_size} = {_replicas(plan.num_replicas)} x {accumulation} accumulation x "
+        f"{m.micro_batch} micro-batch",
+        f"parameters: {planning.parameter_count(c):,}",
+        f"memory per replica (micro-batch {m.micro_batch}; albert-tf offers no rematerialisation):",
+    ] + [f"  {label:<40} {value:>12}".rstrip() for label, value in rows] + [
+        f"device: {plan.device.name}, {_size(plan.device.memory_bytes)}, {rate / 1e12:,.1f} TFLOP/s peak "
+        f"({plan.device.source})",
+        f"fits: {'yes' if plan.fits else 'NO'} ({_size(plan.usable_bytes)} usable at {plan.headroom:.0%} headroom)",
+        f"largest micro-batch that fits: {plan.largest_micro_batch} (with accumulation {accumulation})",
+        "smallest accumulation that fits: " + (
+            f"{fits} (micro-batch {plan.train_batch_size // plan.num_replicas // fits})" if fits
+            else "none (not even one sequence per replica fits)"),
+        f"model FLOPs per step: {plan.flops_per_step / 1e15:,.3f} PFLOP (3 x forward matmuls, MLM head on "
+        f"{plan.preds} positions)",
+        f"estimated step time: {plan.step_seconds:,.3f} s at {plan.peak_fraction:.0%} of peak on "
+        f"{_replicas(plan.num_replicas)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     precision = "bfloat16" if FLAGS.mixed_precision == "auto" else FLAGS.mixed_precision
@@ -106,7 +156,7 @@ def main(argv) -> None:
                 message = "--" + message
         raise ValueError(message) from None
     name = FLAGS.albert_config_file or FLAGS.preset
-    sys.stdout.write(planning.format_plan(plan, name))
+    sys.stdout.write(format_plan(plan, name))
 
 
 def run() -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from albert_tf import planning
+from albert_tf.bin.plan import format_plan
 from albert_tf.config import AlbertConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -316,7 +317,7 @@ def test_binary_prints_the_plan_without_tensorflow():
     plan = planning.make_plan(AlbertConfig.from_preset("albert_large_v2"), seq=512, preds=20,
                               train_batch_size=4096, num_replicas=8, gradient_accumulation_steps=4,
                               device=planning.DEVICES["a100"])
-    assert result.stdout == planning.format_plan(plan, "albert_large_v2")
+    assert result.stdout == format_plan(plan, "albert_large_v2")
     assert f"largest micro-batch that fits: {plan.largest_micro_batch} " in result.stdout
     assert "parameters: 17,847,474" in result.stdout
 
