@@ -57,8 +57,9 @@ def define_export_flags() -> None:
             "span_qa: context pieces served (longer contexts are cut). Default: 4096.", lower_bound=1)
     _define(flags.DEFINE_integer, "top_k", 5,
             "pretrainer: candidates returned for each [MASK].", lower_bound=1)
-    _define(flags.DEFINE_integer, "max_answer_length", 30,
-            "span_qa: longest answer, in SentencePiece pieces.", lower_bound=1)
+    _define(flags.DEFINE_integer, "max_answer_length", None,
+            "span_qa: longest answer, in SentencePiece pieces. Default: the fine-tuned model's "
+            "(task_config.json), else 30.", lower_bound=1)
     _define(flags.DEFINE_bool, "freeze_weights", None,
             "--format=savedmodel: write the weights as graph constants (no variables), which oneDNN "
             "runs faster (1.24x on an AMX CPU); the SavedModel cannot then be trained further. "

@@ -37,14 +37,21 @@ Outputs by head (float outputs are float32 even for mixed-precision models):
   `top_k_scores` (softmax probabilities) [B, M, k].
 - classifier: `probabilities` [B, C], `label` (tf.string [B], the label
   name), `logits` [B, C]; regression (one output): `value` [B], `logits` [B, 1].
-- span_qa: `answer` (tf.string [B], the normalised answer text), `start` and
-  `end` (int32 [B]: first and last answer piece, counted in the context's
+- span_qa: `answer` (tf.string [B]: the context's own text, case, accents
+  and characters outside the vocabulary kept, whitespace stripped, as
+  `pipelines.finetune.squad.postprocess_predictions` answers),
+  `start_char` and `end_char` (int32 [B]: the answer is
+  context[start_char:end_char], in characters (code points) of the context;
+  -1 when there is no answer; see `albert_tf.export.char_offsets`), `start`
+  and `end` (int32 [B]: first and last answer piece, counted in the context's
   pieces; -1 when there is no answer), `score` (start + end logit; SQuAD v2
   heads: start + end log-probability over their beam), and for SQuAD v2
   models `null_odds` (the smallest answerability logit over the windows) and
   `no_answer_probability` (its sigmoid); the answer is "" when `null_odds`
   exceeds `null_score_diff_threshold`. Long contexts are served in the
   training windows (`doc_stride`); see `albert_tf.export.span_qa`.
+  `serve_token_ids` has no context text: its `answer` is the decoded
+  pieces and `start_char` = `end_char` = -1.
 - multiple_choice: `probabilities` [B, N], `logits` [B, N], `choice` int32 [B].
 - tagging: `tags` (tf.string [B, T]; "" on padding), `pieces` (tf.string
   [B, T], the SentencePiece pieces including [CLS]/[SEP]; "" on padding),
@@ -60,8 +67,10 @@ The package, one file per concern: `saved_model` (export_saved_model: the
 preprocessor, tracing, saving), `heads` (head names, which head a model is,
 the builders), `base` (the exported tf.Module and shared helpers), one file
 per head family (`encoder`: encoder and fill-mask, `classifier`: classifier
-and tagging, `span_qa`: span decoding, `multiple_choice`), `pieces` (piece
-tables, SentencePiece-free decoding), `versions`, `assets` and `rest` (TF
+and tagging, `span_qa`: span decoding, `multiple_choice`), `char_offsets`
+(each piece's characters in the original text: span answers in the
+context's own text), `pieces` (piece tables, SentencePiece-free decoding),
+`versions`, `assets` and `rest` (TF
 Serving's REST row format).
 
 `export_openvino(model, export_dir)` (`albert_tf.export.openvino`, the

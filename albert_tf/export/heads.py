@@ -14,6 +14,8 @@ from albert_tf.export.span_qa import _SpanQAServing
 # pieces served (32 windows of 128 new pieces at max_seq_length 384).
 DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_CONTEXT_LENGTH = 4096
+# The fine-tuning flag's default (models saved before task_config.json kept max_answer_length).
+DEFAULT_MAX_ANSWER_LENGTH = 30
 
 HEADS = ("encoder", "pretrainer", "classifier", "span_qa", "multiple_choice", "tagging")
 # Task-model class name -> head name (the classes live in albert_tf.models).
@@ -78,9 +80,11 @@ def _span_qa_setting(model, given, key: str, default):
     return default if value is None else value
 
 
-def _build_span_qa(model, pre, *, max_answer_length, doc_stride=None, max_context_length=None,
+def _build_span_qa(model, pre, *, max_answer_length=None, doc_stride=None, max_context_length=None,
                    null_score_diff_threshold=None, **_):
     doc_stride = int(_span_qa_setting(model, doc_stride, "doc_stride", DEFAULT_DOC_STRIDE))
+    max_answer_length = int(_span_qa_setting(model, max_answer_length, "max_answer_length",
+                                             DEFAULT_MAX_ANSWER_LENGTH))
     max_context_length = int(max_context_length or DEFAULT_MAX_CONTEXT_LENGTH)
     threshold = float(_span_qa_setting(model, null_score_diff_threshold, "null_score_diff_threshold", 0.0))
     for name, value in (("doc_stride", doc_stride), ("max_context_length", max_context_length),

@@ -31,7 +31,7 @@ def export_saved_model(
     do_lower_case: Optional[bool] = None,
     label_names: Optional[Sequence[str]] = None,
     top_k: int = 5,
-    max_answer_length: int = 30,
+    max_answer_length: Optional[int] = None,
     text_signatures: bool = True,
     normalization: Optional[str] = None,
     doc_stride: Optional[int] = None,
@@ -60,7 +60,8 @@ def export_saved_model(
         label_names: classifier label names or tagging tag names (default:
             the model's `label_names`/`tag_names`, else "0", "1", ...).
         top_k: fill-mask candidates per [MASK] (pretrainer).
-        max_answer_length: longest answer in pieces (span_qa).
+        max_answer_length: longest answer in pieces (span_qa); default: the
+            model's (task_config.json, the fine-tuning value), else 30.
         text_signatures: False writes only `serve_token_ids` (also as
             `serving_default`), with no tensorflow-text op in the graph: for
             a stock TF Serving, which cannot load a graph that holds the

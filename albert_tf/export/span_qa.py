@@ -9,17 +9,24 @@ best span over all windows whose start has its most context in that window
 (the original's `_is_max_context`), as the original's post-processing picks
 it. SQuAD v2 heads answer "" when the null odds (the smallest answerability
 logit over the windows) exceed `null_score_diff_threshold`.
+
+The answer is the context's own text (`albert_tf.export.char_offsets`: each
+piece's characters in the context as the client sent it), whitespace
+stripped, with its character offsets `start_char`/`end_char`; spans whose
+text is only whitespace are skipped, as the SQuAD post-processing skips
+empty answers.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Tuple
-
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from albert_tf.export.base import ID_INPUTS, _f32, _piece_table, _Serving, _spec
 from albert_tf.layers.preprocessor import at_least_one_position
+from albert_tf.export.char_offsets import answer_text, has_text, piece_offsets
 from albert_tf.export.pieces import decode_pieces, decoding_table
+from pipelines.tokenizer import SentencePieceVocab
 
 # A logit for spans that are not allowed (outside the context, end < start).
 _NEG = -1e9
@@ -30,7 +37,7 @@ def _shift_left(x: tf.Tensor, k: int, fill) -> tf.Tensor:
     return tf.concat([x[:, k:], tf.fill([tf.shape(x)[0], tf.minimum(k, tf.shape(x)[1])], fill)], axis=1)
 
 
-def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, start_mask=None):
+def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, start_mask=None, text_mask=None):
     """The highest start+end logit span inside the context, end >= start.
 
     Only the max_answer_length ends after each start are scored ([B, T, A],
@@ -42,6 +49,10 @@ def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, s
         max_answer_length: longest span in positions.
         start_mask: optional bool [B, T], where an answer may start (default:
             the context; the windowed serving passes the max-context tokens).
+        text_mask: optional bool [B, T]: a span must hold at least one such
+            position (the pieces whose context text is not only whitespace:
+            a span without text is skipped, as the SQuAD post-processing
+            skips empty answers).
 
     Returns:
         (start, end, score): int32 [B] positions (inclusive) and float32 [B];
@@ -61,6 +72,12 @@ def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, s
     ends_logits = tf.stack([_shift_left(end_logits, j, 0.0) for j in range(width)], axis=-1)
     ends_allowed = tf.stack([_shift_left(context_mask, j, False) for j in range(width)], axis=-1)
     allowed = tf.logical_and(start_mask[:, :, tf.newaxis], ends_allowed)
+    if text_mask is not None:
+        # Text positions in (t, t + j): a running count at t + j minus the one before t.
+        count = tf.cumsum(tf.cast(text_mask, tf.int32), axis=1)
+        before = count - tf.cast(text_mask, tf.int32)
+        ends_count = tf.stack([_shift_left(count, j, 0) for j in range(width)], axis=-1)
+        allowed = tf.logical_and(allowed, ends_count > before[:, :, tf.newaxis])
     scores = tf.where(allowed, start_logits[:, :, tf.newaxis] + ends_logits, _NEG)
     flat = tf.reshape(scores, [tf.shape(scores)[0], -1])
     best = tf.argmax(flat, axis=-1, output_type=tf.int32)
@@ -71,7 +88,7 @@ def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, s
 
 
 def best_beam_spans(start_top_log_probs, start_top_index, end_top_log_probs, end_top_index, context_mask,
-                    max_answer_length: int, start_mask=None):
+                    max_answer_length: int, start_mask=None, text_mask=None):
     """The best span among a SQuAD-v2 head's beam (k starts x k' ends each).
 
     Scores are start + end log-probabilities, as the original v2
@@ -85,6 +102,7 @@ def best_beam_spans(start_top_log_probs, start_top_index, end_top_log_probs, end
         max_answer_length: longest span in positions.
         start_mask: optional bool [B, T], where an answer may start (default:
             the context).
+        text_mask: optional bool [B, T], as `best_spans`'s.
 
     Returns:
         (start, end, score) as `best_spans`: int32 [B], int32 [B], float32 [B];
@@ -109,6 +127,11 @@ def best_beam_spans(start_top_log_probs, start_top_index, end_top_log_probs, end
     allowed = tf.logical_and(tf.gather(start_mask, starts, batch_dims=1),
                              tf.gather(context_mask, ends, batch_dims=1))
     allowed = tf.logical_and(allowed, tf.logical_and(ends >= starts, ends - starts < max_answer_length))
+    if text_mask is not None:
+        text = tf.cast(text_mask, tf.int32)
+        count = tf.cumsum(text, axis=1)
+        inside = tf.gather(count, ends, batch_dims=1) - tf.gather(count - text, starts, batch_dims=1)
+        allowed = tf.logical_and(allowed, inside > 0)
     scores = tf.where(allowed, scores, _NEG)
     best = tf.argmax(scores, axis=-1, output_type=tf.int32)
     found = tf.reduce_any(allowed, axis=-1)
@@ -205,16 +228,27 @@ class _SpanQAServing(_Serving):
         def serve_question_context(text, text_pair):
             return self.answer(*self.windows(text, text_pair))
 
+        # The contexts' pieces with their offsets in the text (tracked: saved with the graph).
+        vocab = SentencePieceVocab.from_proto(self.preprocessor.spm_model_proto)
+        self.context_tokenizer = tf_text.SentencepieceTokenizer(model=vocab.model_proto, out_type=tf.int32)
+        self._resplit = tf.ragged.constant(vocab.resplit, dtype=tf.int32) if vocab.needs_resplit() else None
+
         return {"serving_default": serve_question_context}
 
-    def windows(self, question, context) -> Tuple[Dict[str, tf.Tensor], tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
-        """Strings [B] -> (ids [W, T], example [W], first context piece [W], start_mask [W, T], B)."""
+    def windows(self, question, context):
+        """Strings [B] -> (ids [W, T], example [W], first context piece [W], start_mask [W, T], B,
+        text_mask [W, T], the contexts' `PieceOffsets`)."""
         pre = self.preprocessor
         max_len = int(pre.max_seq_length)
         # At least one context piece per window (the reader's windows need one).
         query_length = min(int(getattr(self.model, "max_query_length", max_len)), max_len - 4)
         query = pre.tokenize(question, query_length)[:, :query_length]
-        pieces = pre.tokenize(context, self.max_context_length)[:, :self.max_context_length]
+        offsets = piece_offsets(self.context_tokenizer, self._resplit, context, self.max_context_length,
+                                pre.do_lower_case, pre.normalization)
+        cut = slice(None), slice(None, self.max_context_length)
+        offsets = offsets._replace(ids=offsets.ids[cut], first_char=offsets.first_char[cut],
+                                   last_char=offsets.last_char[cut])
+        pieces = offsets.ids
         num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
         window_length = max_len - 3 - tf.cast(query.row_lengths(), tf.int32)
         example, start, length = window_starts(num_pieces, window_length, self.doc_stride)
@@ -222,22 +256,31 @@ class _SpanQAServing(_Serving):
         first_piece = tf.gather(tf.cast(pieces.row_starts(), tf.int32), example)  # per window
         flat = tf.gather(first_piece, positions.value_rowids()) + positions.flat_values
         window = positions.with_flat_values(tf.gather(pieces.flat_values, flat))
+        window_text = positions.with_flat_values(tf.gather(has_text(offsets).flat_values, flat))
         window_query = tf.gather(query, example)
         ids = pre.pack(window_query, window)
         is_max = max_context_mask(example, start, length, num_pieces, window_length, self.doc_stride)
         # The packed row: [CLS] query [SEP] window [SEP]; only window pieces may start an answer.
         two = tf.RaggedTensor.from_tensor(tf.zeros([tf.shape(example)[0], 2], tf.bool))
-        start_mask = tf.concat([tf.zeros_like(window_query, tf.bool), two, is_max], axis=1)
-        start_mask = start_mask.to_tensor(False, shape=tf.cast(tf.shape(ids["input_ids"]), start_mask.row_splits.dtype))
-        return ids, example, start, start_mask, tf.shape(question)[0]
+        shape = tf.cast(tf.shape(ids["input_ids"]), tf.int64)
+        start_mask, text_mask = (
+            tf.concat([tf.zeros_like(window_query, tf.bool), two, m], axis=1).with_row_splits_dtype(tf.int64)
+            .to_tensor(False, shape=shape) for m in (is_max, window_text))
+        return ids, example, start, start_mask, tf.shape(question)[0], text_mask, offsets
 
     def outputs(self, ids):
         """serve_token_ids: each row is one window of its own example."""
         rows = tf.shape(ids["input_ids"])[0]
         return self.answer(ids, tf.range(rows), tf.zeros([rows], tf.int32), None, rows)
 
-    def answer(self, ids, example, offset, start_mask, batch):
-        """Scores the windows and keeps each example's best span (see the module docstring)."""
+    def answer(self, ids, example, offset, start_mask, batch, text_mask=None, offsets=None):
+        """Scores the windows and keeps each example's best span (see the module docstring).
+
+        With the contexts' `offsets` (the text signature) the answer is the
+        context's own text, whitespace stripped, at characters
+        [start_char, end_char); without (serve_token_ids) it is the decoded
+        pieces, and start_char = end_char = -1.
+        """
         ids = at_least_one_position({k: tf.cast(ids[k], tf.int32) for k in ID_INPUTS})  # argmaxes need a column
         input_ids = ids["input_ids"]
         out = self._call_model(ids)
@@ -250,10 +293,11 @@ class _SpanQAServing(_Serving):
         if "start_top_index" in out:  # SQuAD v2 head: ends depend on the start (beam)
             start, end, score = best_beam_spans(out["start_top_log_probs"], out["start_top_index"],
                                                 out["end_top_log_probs"], out["end_top_index"], context,
-                                                self.max_answer_length, start_mask=start_mask)
+                                                self.max_answer_length, start_mask=start_mask,
+                                                text_mask=text_mask)
         else:
             start, end, score = best_spans(out["start_logits"], out["end_logits"], context,
-                                           self.max_answer_length, start_mask=start_mask)
+                                           self.max_answer_length, start_mask=start_mask, text_mask=text_mask)
         # Each example's best window (the first on ties, as the original's stable sort).
         by_example = tf.RaggedTensor.from_value_rowids(score, example, nrows=batch)
         scores = by_example.to_tensor(2 * _NEG)
@@ -281,10 +325,17 @@ class _SpanQAServing(_Serving):
             answer = self.preprocessor.detokenize(answer_ids)
         else:  # no SentencePiece op in an ids-only export
             answer = decode_pieces(self.pieces, answer_ids)
+        start_char = end_char = tf.fill(tf.shape(found), -1)
+        if offsets is not None:
+            # The context's characters; a context whose offsets are not aligned keeps the decoded pieces.
+            text, start_char, end_char = answer_text(offsets, tf.range(batch), start + shift, end + shift, found)
+            answer = tf.where(tf.gather(offsets.aligned, tf.range(batch)), text, answer)
         result.update({
             "answer": tf.where(found, answer, ""),
             "start": tf.where(found, start + shift, -1),
             "end": tf.where(found, end + shift, -1),
+            "start_char": start_char,
+            "end_char": end_char,
             "score": score,
         })
         return result

@@ -79,6 +79,8 @@ class AlbertSpanQA(TaskModel):
             that serving cuts long contexts into the training windows.
         null_score_diff_threshold: v2: the null odds above which the answer
             is "" (chosen on dev by fine-tuning), kept for serving.
+        max_answer_length: the longest answer in pieces fine-tuning decoded
+            with, kept (task_config.json) so that the export serves the same.
         **kwargs: passed to `keras.Model`.
 
     Example:
@@ -91,12 +93,12 @@ class AlbertSpanQA(TaskModel):
 
     task_type = "span_qa"
     init_arguments = ("version_2", "max_query_length", "start_n_top", "end_n_top", "dropout_rate", "doc_stride",
-                      "null_score_diff_threshold")
+                      "null_score_diff_threshold", "max_answer_length")
 
     def __init__(self, config: AlbertConfig, *, preprocessor: Optional[AlbertTextPreprocessor] = None,
                  version_2: bool = False, max_query_length: int = 64, start_n_top: int = 5, end_n_top: int = 5,
                  dropout_rate: Optional[float] = None, doc_stride: int = 128,
-                 null_score_diff_threshold: float = 0.0, **kwargs):
+                 null_score_diff_threshold: float = 0.0, max_answer_length: int = 30, **kwargs):
         kwargs.setdefault("name", "albert_span_qa")
         super().__init__(config, preprocessor=preprocessor, **kwargs)
         self.version_2 = bool(version_2)
@@ -108,6 +110,9 @@ class AlbertSpanQA(TaskModel):
             raise ValueError(f"doc_stride must be >= 1, got {doc_stride!r}.")
         self.doc_stride = int(doc_stride)
         self.null_score_diff_threshold = float(null_score_diff_threshold)
+        if int(max_answer_length) < 1:
+            raise ValueError(f"max_answer_length must be >= 1, got {max_answer_length!r}.")
+        self.max_answer_length = int(max_answer_length)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         policy = self.dtype_policy
         hidden = config.hidden_size
@@ -229,7 +234,8 @@ class AlbertSpanQA(TaskModel):
     def _task_args(self) -> dict:
         return {"version_2": self.version_2, "max_query_length": self.max_query_length,
                 "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate,
-                "doc_stride": self.doc_stride, "null_score_diff_threshold": self.null_score_diff_threshold}
+                "doc_stride": self.doc_stride, "null_score_diff_threshold": self.null_score_diff_threshold,
+                "max_answer_length": self.max_answer_length}
 
     def head_variable_map(self) -> Dict[str, tf.Variable]:
         if not self.version_2:

@@ -18,7 +18,14 @@ Two more kinds of job: "empty": true calls EVERY signature of the folder with
 a batch of no rows and records the output shapes; an input value "__10MB__"
 is replaced by a 10 MB string and the call is measured (wall seconds and the
 growth of peak RSS, after one warm-up call with a short text).
+
+Bytes that are not UTF-8 (hostile requests) travel as "inputs_b64": the
+same nested lists of base64 strings; outputs decode with backslash escapes.
+"summary": true records each output's dtype, shape, whether every float is
+finite and the call's seconds instead of its values (a batch of 5,000).
 """
+
+import base64
 
 import json
 import sys
@@ -51,7 +58,7 @@ def to_json(value):
     array = value.numpy() if hasattr(value, "numpy") else value
     kind = array.dtype.kind
     if kind in "SO":
-        values = tf.nest.map_structure(lambda b: b.decode("utf-8"), array.tolist())
+        values = tf.nest.map_structure(lambda b: b.decode("utf-8", "backslashreplace"), array.tolist())
     else:
         values = array.tolist()
     return {"dtype": str(array.dtype), "shape": list(array.shape), "values": values}
@@ -84,6 +91,19 @@ def measured_call(fn, inputs):
     outputs = fn(**inputs)
     seconds = time.perf_counter() - start
     return outputs, seconds, (_status_kb("VmHWM") - before) / 1024
+
+
+def summary(value):
+    """dtype, shape and (floats) whether every value is finite."""
+    array = value.numpy()
+    finite = bool(tf.reduce_all(tf.math.is_finite(value)).numpy()) if array.dtype.kind == "f" else None
+    return {"dtype": str(array.dtype), "shape": list(array.shape), "finite": finite}
+
+
+def decode_b64(value):
+    if isinstance(value, list):
+        return [decode_b64(v) for v in value]
+    return base64.b64decode(value)
 
 
 def empty_outputs(signatures):
@@ -126,6 +146,8 @@ def main(jobs_path, results_path):
         fn = loaded[job["path"]].signatures[job["signature"]]
         specs = fn.structured_input_signature[1]
         huge = HUGE in json.dumps(job.get("inputs"))
+        if "inputs_b64" in job:
+            job["inputs"] = {name: decode_b64(value) for name, value in job["inputs_b64"].items()}
         if "rest" in job:
             inputs = rest_to_inputs(job["rest"], specs)
         elif huge:
@@ -140,7 +162,13 @@ def main(jobs_path, results_path):
         if huge:
             outputs, seconds, peak_mb = measured_call(fn, inputs)
         else:
+            start = time.perf_counter()
             outputs = fn(**inputs)
+            seconds = time.perf_counter() - start
+        if job.get("summary"):
+            results[job["id"]] = {"outputs": {name: summary(value) for name, value in outputs.items()},
+                                  "seconds": seconds}
+            continue
         result = {
             "signatures": sorted(loaded[job["path"]].signatures.keys()),
             "inputs": sorted(specs),

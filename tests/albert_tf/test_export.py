@@ -66,8 +66,8 @@ DOCUMENTED_OUTPUTS = {
     "pretrainer": {"masked_positions", "top_k_ids", "top_k_pieces", "top_k_scores"},
     "classifier": {"probabilities", "label", "logits"},
     "regression": {"value", "logits"},
-    "span_qa": {"answer", "start", "end", "score"},
-    "span_qa_v2": {"answer", "start", "end", "score", "no_answer_probability", "null_odds"},
+    "span_qa": {"answer", "start", "end", "start_char", "end_char", "score"},
+    "span_qa_v2": {"answer", "start", "end", "start_char", "end_char", "score", "no_answer_probability", "null_odds"},
     "multiple_choice": {"probabilities", "logits", "choice"},
     "tagging": {"tags", "pieces", "tag_ids", "input_mask"},
 }
@@ -104,12 +104,17 @@ def _build_models(spm):
                                     num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=MAX_LEN)
     pretrainer = albert_tf.AlbertPretrainer(config)
+    regression = albert_tf.AlbertClassifier(config, 1, preprocessor=pre, dtype="mixed_bfloat16")
+    # Randomised weights: values of order 1 (an untrained head gives about 0.005, which any bound passes).
+    rng = np.random.default_rng(3)
+    for v in regression.weights:
+        v.assign(rng.normal(0.0, 0.3, size=v.shape).astype(np.float32) + (1.0 if "gamma" in v.path else 0.0))
     return config, pre, {
         "encoder": pretrainer.encoder,
         "pretrainer": pretrainer,
         "classifier": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
         # Trained under mixed precision: served float32.
-        "regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre, dtype="mixed_bfloat16"),
+        "regression": regression,
         "span_qa": albert_tf.AlbertSpanQA(config, preprocessor=pre, max_query_length=8, doc_stride=DOC_STRIDE),
         "span_qa_v2": albert_tf.AlbertSpanQA(config, preprocessor=pre, version_2=True, max_query_length=8,
                                              doc_stride=DOC_STRIDE),
@@ -406,7 +411,10 @@ def test_graph_mode_loader_matches_eager(exported):
         for key in eager:
             a, b = np.array(eager[key]["values"]), np.array(graph[key]["values"])
             if a.dtype.kind == "f":
-                np.testing.assert_allclose(a, b, atol=1e-5, rtol=0, err_msg=f"{job_id}/{key}")
+                # The bfloat16 regression model: other kernels round differently, within bfloat16 rounding of
+                # values of order 1 (its randomised weights); float32 models at 1e-5.
+                atol = 0.1 * np.ptp(a) if job_id == "regression" else 1e-5
+                np.testing.assert_allclose(a, b, atol=atol, rtol=0, err_msg=f"{job_id}/{key}")
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"{job_id}/{key}")
 
@@ -447,8 +455,13 @@ def test_classifier_outputs(exported, job_id):
 def test_mixed_precision_model_serves_float32(exported):
     value = _out(exported, "regression", "value")
     assert value["dtype"] == "float32" and value["shape"] == [len(TEXTS)]
-    # The same bfloat16 computation in the graph: equal up to bfloat16 rounding of the last layer.
-    np.testing.assert_allclose(value["values"], exported["expected"]["regression"]["value"], atol=1e-2, rtol=0)
+    # The same bfloat16 computation in the graph: equal up to bfloat16 rounding, a bound set from the spread
+    # of the values (randomised weights: of order 1); shifted rows do not pass it.
+    want = np.asarray(exported["expected"]["regression"]["value"], np.float64)
+    spread = np.ptp(want)
+    assert spread > 0.2, want
+    np.testing.assert_allclose(value["values"], want, atol=0.1 * spread, rtol=0)
+    assert not np.allclose(np.roll(want, 1), want, atol=0.1 * spread, rtol=0)
     assert set(exported["results"]["regression"]["outputs"]) == {"value", "logits"}
 
 

@@ -97,17 +97,83 @@ def test_predict_on_an_empty_batch(tmp_path, version_2):
 
 
 def test_serving_settings_saved_and_loaded(tmp_path):
-    """doc_stride, the v2 threshold and the normalisation go to task_config.json and come back."""
+    """doc_stride, the v2 threshold, max_answer_length and the normalisation go to task_config.json and back."""
     import json
 
     pre = albert_tf.AlbertTextPreprocessor(train_tiny_spm(str(tmp_path)), max_seq_length=16, normalization="xlnet")
     qa = albert_tf.AlbertSpanQA(tiny_config(), preprocessor=pre, version_2=True, doc_stride=3,
-                                null_score_diff_threshold=-1.5)
+                                null_score_diff_threshold=-1.5, max_answer_length=6)
     albert_tf.save_task_model(qa, str(tmp_path / "qa"))
     with open(tmp_path / "qa" / "task_config.json", encoding="utf-8") as f:
         saved = json.load(f)
     assert (saved["doc_stride"], saved["null_score_diff_threshold"], saved["normalization"]) == (3, -1.5, "xlnet")
+    assert saved["max_answer_length"] == 6  # issue 29: the export serves the fine-tuned value
     again = albert_tf.load_task_model(str(tmp_path / "qa"))
     assert (again.doc_stride, again.null_score_diff_threshold, again.preprocessor.normalization) == (3, -1.5, "xlnet")
+    assert again.max_answer_length == 6
+    with pytest.raises(ValueError, match="max_answer_length must be >= 1, got 0"):
+        albert_tf.AlbertSpanQA(tiny_config(), max_answer_length=0)
     with pytest.raises(ValueError, match="doc_stride must be >= 1, got 0"):
         albert_tf.AlbertSpanQA(tiny_config(), doc_stride=0)
+
+
+# Contexts whose pieces' characters the served answers use (issue 29): case, accents, CJK and emoji outside the
+# vocabulary, extra whitespace, compatibility characters, digit-comma pieces, combining marks.
+OFFSET_CONTEXTS = ["Ka Café 中文 Lo", "😀 ka ÀÉÎ naïve", "ka  lo mi ten ser qua", "ka ``quoted'' lo", "ＡＢ ka ﬁ x",
+                   "ka 12,3 lo", "vi don ✓ ka ™ lo", "e\u0301 a \u0301 b", "", "   ", "  ka   lo\tmi  "]
+
+
+@pytest.mark.parametrize("normalization", ["original", "xlnet"])
+def test_piece_offsets_are_the_squad_readers_alignment(tmp_path, normalization):
+    """Each piece's first/last character in the original context equals the library's alignment (the SQuAD
+    reader's, which postprocess_predictions answers from), wherever the reader keeps the context."""
+    import tensorflow_text as tf_text
+
+    from albert_tf.export.char_offsets import normalized_segments, piece_offsets
+    from pipelines import tokenizer
+    from pipelines.finetune import squad
+    from pipelines.finetune.sp_text import PieceText
+
+    spm = train_tiny_spm(str(tmp_path))
+    vocab = tokenizer.SentencePieceVocab.from_file(spm)
+    sp = tf_text.SentencepieceTokenizer(model=vocab.model_proto, out_type=tf.int32)
+    texts = tf.constant(OFFSET_CONTEXTS)
+    off = piece_offsets(sp, None, texts, 100, True, normalization)
+    pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=16, normalization=normalization)
+    assert off.ids.to_list() == pre.tokenize(texts, 100).to_list()  # the pieces the model sees
+    segments, _ = normalized_segments(tf.strings.unicode_split(texts, "UTF-8"), True, normalization)
+    joined = [s.decode("utf-8") for s in tf.strings.reduce_join(segments, axis=-1).numpy()]
+    assert joined == [tokenizer.preprocess_text_py(t, True, normalization) for t in OFFSET_CONTEXTS]
+    assert off.aligned.numpy().all()
+    compared = 0
+    for i, context in enumerate(OFFSET_CONTEXTS):
+        alignment = squad.align_paragraph(context, PieceText(vocab, True, normalization))
+        if alignment is None:  # the reader drops it (alignment below 80%)
+            continue
+        assert off.first_char.to_list()[i] == alignment.tok_start_to_orig, context
+        assert off.last_char.to_list()[i] == alignment.tok_end_to_orig, context
+        compared += 1
+    assert compared >= 6  # the reader drops four (xlnet: five, its quote pairs)
+
+
+def test_best_spans_skip_spans_without_text():
+    """A span whose pieces hold only whitespace (a lone word-start piece) is skipped, as
+    postprocess_predictions skips empty answers; the next best span with text is chosen."""
+    from albert_tf.export.span_qa import best_beam_spans, best_spans
+
+    start = tf.constant([[0.0, 5.0, 1.0, 0.0]])
+    end = tf.constant([[0.0, 5.0, 0.5, 2.0]])
+    context = tf.constant([[False, True, True, True]])
+    text = tf.constant([[False, False, True, True]])  # position 1 is a bare word-start piece
+    s, e, _ = best_spans(start, end, context, 30)
+    assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [1])
+    s, e, score = best_spans(start, end, context, 30, text_mask=text)
+    assert (s.numpy().tolist(), e.numpy().tolist(), score.numpy().tolist()) == ([1], [3], [7.0])
+    s, e, _ = best_spans(start, end, context, 2, text_mask=text)  # (1, 2) is the best with text at length 2
+    assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [2])
+    beam = (tf.constant([[-0.1, -1.0]]), tf.constant([[1, 2]]), tf.constant([[[-0.1, -0.5], [-0.2, -0.3]]]),
+            tf.constant([[[1, 3], [2, 3]]]))
+    s, e, _ = best_beam_spans(*beam, context, 30)
+    assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [1])
+    s, e, _ = best_beam_spans(*beam, context, 30, text_mask=text)
+    assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [3])
