@@ -125,6 +125,32 @@ class ScalarSummaries(keras.callbacks.Callback):
         self._eval.flush()
 
 
+def build_optimizer(model: keras.Model) -> None:
+    """Builds the compiled model's optimizer on all of ``model.trainable_variables`` (once).
+
+    Called before the first `fit` and before a resume restores the optimizer, so
+    that both hold the same slots in the same order. Left unbuilt, the optimizer
+    is built by the first `apply_gradients` on the variables it gets, and the task
+    models' train step (albert_tf/models/task_model.py) passes only those with a
+    gradient: the pooler of span QA and tagging gets none, so it would have no
+    slots, and a resume (which builds on every trainable variable) would restore
+    each slot after it into the wrong variable (issue 29). Built here, training
+    applies the gradients it has and leaves the slots of a variable without one as
+    they are.
+
+    Args:
+        model: a compiled, built model.
+
+    Raises:
+        ValueError: the model is not built (its variables do not exist yet).
+    """
+    if model.optimizer.built:
+        return
+    if not model.built:
+        raise ValueError(f"build_optimizer: model {model.name!r} is not built; call it on a batch first.")
+    model.optimizer.build(model.trainable_variables)
+
+
 def seed_states(model: keras.Model) -> list:
     """The state variables of the model's random seed generators (dropout).
 
@@ -194,9 +220,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         return self._done
 
     def model_optimizer_build(self) -> None:
-        model = self._checkpoint.model
-        if not model.optimizer.built:
-            model.optimizer.build(model.trainable_variables)
+        build_optimizer(self._checkpoint.model)
 
     def _save(self) -> None:
         self.batches.assign(self._done)

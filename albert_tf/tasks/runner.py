@@ -297,7 +297,42 @@ def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[st
         for holder in (o, t):
             if hasattr(holder, name):
                 state[name] = getattr(holder, name)
+    state["adam_epsilon"] = resolved_adam_epsilon(o)  # an explicit default equals the default
+    # Another vocabulary of the same size would train on other ids: its checksum is part of the run.
+    state["spm_model_sha256"] = file_sha256(t.spm_model_file) if t.spm_model_file else None
     return state
+
+
+def resolved_adam_epsilon(options: FinetuneOptions) -> float:
+    """--adam_epsilon, or the default of --optimizer when it is not given.
+
+    Example:
+    >>> resolved_adam_epsilon(FinetuneOptions("csv", "d", "o")), resolved_adam_epsilon(
+    ...     FinetuneOptions("csv", "d", "o", optimizer="adamw_original", adam_epsilon=1e-7))
+    (1e-08, 1e-07)
+    """
+    from albert_tf.optimizers import DEFAULT_EPSILON
+
+    if options.adam_epsilon is not None:
+        return float(options.adam_epsilon)
+    return float(DEFAULT_EPSILON[options.optimizer != "adamw_original"])
+
+
+def file_sha256(path: str) -> str:
+    """Hex sha256 of a file's bytes (read in 1 MiB blocks; works on gs:// paths through tf.io.gfile).
+
+    Args:
+        path: the file.
+    """
+    import hashlib
+
+    import tensorflow as tf
+
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
@@ -351,6 +386,7 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
         model = task.build_model(_model_config(options), options.init_checkpoint, train_data)
         model.compile(optimizer=_make_optimizer(options, schedule, model), loss=task.loss(),
                       metrics=task.compile_metrics())
+        cb.build_optimizer(model)  # on every trainable variable, as a resume does (one slot list)
         resume = cb.ResumeCheckpoint(options.output_dir, model, per_pass, options.save_checkpoints_steps)
         done = resume.restore()
 

@@ -93,6 +93,87 @@ def test_resume_restores_weights_optimizer_seeds_and_data_position(tmp_path):
         cb.ResumeCheckpoint(str(tmp_path), _dropout_model(), batches_per_pass=5).restore()
 
 
+def _span_qa(seed=0):
+    """A tiny compiled AlbertSpanQA: its loss never reads the pooler, whose weights get no gradient."""
+    from albert_tf import optimizers
+    from albert_tf.models import AlbertSpanQA
+    from tests.albert_tf.task_testlib import tiny_config
+
+    keras.utils.set_random_seed(seed)
+    model = AlbertSpanQA(tiny_config())
+    model.compile(optimizer=optimizers.adamw(0.1, num_train_steps=10, weight_decay_rate=0.5))
+    return model
+
+
+def _span_data(n=8, length=12):
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 100, size=(n, length)).astype(np.int32)
+    x = {"input_ids": ids, "input_mask": np.ones_like(ids), "segment_ids": np.zeros_like(ids)}
+    y = {"start_positions": rng.integers(1, length, n).astype(np.int32),
+         "end_positions": rng.integers(1, length, n).astype(np.int32)}
+    return x, y
+
+
+def _pooler(model):
+    return [v for v in model.trainable_variables if "pooler" in v.path]
+
+
+def test_build_optimizer_tracks_every_trainable_variable_and_fit_keeps_the_slots_without_a_gradient():
+    x, y = _span_data()
+    model = _span_qa()
+    cb.build_optimizer(model)
+    built = [id(v) for v in model.optimizer.variables]
+    assert len(model.optimizer._trainable_variables) == len(model.trainable_variables)
+    pooler_before = [np.asarray(v) for v in _pooler(model)]
+    assert len(pooler_before) == 2
+    others_before = [np.asarray(v) for v in model.trainable_variables if "pooler" not in v.path]
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+    assert int(model.optimizer.iterations.numpy()) == 2
+    assert [id(v) for v in model.optimizer.variables] == built  # applied without rebuilding
+    # No gradient: the pooler (weight decay included) and its Adam m and v are untouched.
+    for before, v in zip(pooler_before, _pooler(model)):
+        np.testing.assert_array_equal(np.asarray(v), before)
+    slots = [np.asarray(v) for v in model.optimizer.variables if "pooler" in v.path]
+    assert len(slots) == 4 and all(not s.any() for s in slots)
+    # Everything else trained (the checks above would also pass on a model that trained nothing).
+    others = [np.asarray(v) for v in model.trainable_variables if "pooler" not in v.path]
+    assert all(not np.array_equal(a, b) for a, b in zip(others, others_before))
+    cb.build_optimizer(model)  # a second call changes nothing
+    assert [id(v) for v in model.optimizer.variables] == built
+
+
+def test_lazy_build_leaves_out_the_pooler_which_a_resume_build_includes():
+    # The cause of issue 29's crash: left unbuilt, the first step builds the optimizer on the
+    # variables with a gradient; a resume builds it on every trainable variable, so the slots
+    # after the pooler's would restore into other variables.
+    x, y = _span_data()
+    model = _span_qa()
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert len(model.optimizer._trainable_variables) == len(model.trainable_variables) - 2
+
+
+def test_resume_of_a_span_qa_model_restores_every_slot(tmp_path):
+    x, y = _span_data()
+    first = _span_qa(seed=0)
+    cb.build_optimizer(first)
+    resume = cb.ResumeCheckpoint(str(tmp_path), first, batches_per_pass=2)
+    first.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[resume])
+    second = _span_qa(seed=1)
+    cb.build_optimizer(second)
+    assert cb.ResumeCheckpoint(str(tmp_path), second, batches_per_pass=2).restore() == 2
+    assert len(second.optimizer.variables) == len(first.optimizer.variables)
+    for a, b in zip(first.optimizer.variables, second.optimizer.variables):
+        assert a.path.split("/", 1)[1] == b.path.split("/", 1)[1]  # the same slot of the same variable
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+
+
+def test_build_optimizer_refuses_an_unbuilt_model():
+    model = keras.Sequential([keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    with pytest.raises(ValueError, match="model 'sequential.*' is not built"):
+        cb.build_optimizer(model)
+
+
 def test_resume_saves_every_save_steps_but_not_at_an_epoch_end(tmp_path):
     x, y = _data()
     model = _dropout_model()

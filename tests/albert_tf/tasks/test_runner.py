@@ -116,3 +116,43 @@ def test_resume_refuses_other_reader_settings_naming_both_values(tmp_path, task,
     runner._check_run_state(options, settings()[1])  # the same settings resume
     with pytest.raises(ValueError, match=re.escape(message)):
         runner._check_run_state(options, settings(**change)[1])
+
+
+def _settings(tmp_path, spm=None, **options):
+    options = FinetuneOptions("glue/sst-2", str(tmp_path), str(tmp_path), task_options=TaskOptions(
+        spm_model_file=spm), **options)
+    return options, runner.run_settings(options, get_task("glue/sst-2", options.task_options),
+                                        {"total_steps": 10}, "float32")
+
+
+@pytest.mark.parametrize("first,then,refused", [
+    ({}, {"adam_epsilon": 1e-8}, None),  # explicit default of adamw: the same run
+    ({"optimizer": "adamw_original"}, {"optimizer": "adamw_original", "adam_epsilon": 1e-6}, None),
+    ({}, {"adam_epsilon": 1e-7}, "adam_epsilon: 1e-08 there, 1e-07 now"),
+    # adamw_original's default is 1e-6: not the 1e-8 the first run used.
+    ({"adam_epsilon": 1e-8}, {"optimizer": "adamw_original"}, "adam_epsilon: 1e-08 there, 1e-06 now"),
+])
+def test_resume_compares_the_resolved_adam_epsilon(tmp_path, first, then, refused):
+    options, state = _settings(tmp_path, **first)
+    runner._check_run_state(options, state)
+    if refused is None:
+        runner._check_run_state(options, _settings(tmp_path, **then)[1])
+    else:
+        with pytest.raises(ValueError, match=re.escape(refused)):
+            runner._check_run_state(options, _settings(tmp_path, **then)[1])
+
+
+def test_resume_refuses_another_sentencepiece_model_by_checksum(tmp_path):
+    import hashlib
+
+    a, b, same = tmp_path / "a.model", tmp_path / "b.model", tmp_path / "copy.model"
+    a.write_bytes(b"vocabulary one")
+    b.write_bytes(b"vocabulary two")
+    same.write_bytes(b"vocabulary one")
+    options, state = _settings(tmp_path, str(a))
+    sha_a, sha_b = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (a, b))
+    assert state["spm_model_sha256"] == sha_a == runner.file_sha256(str(a))
+    runner._check_run_state(options, state)
+    runner._check_run_state(options, _settings(tmp_path, str(same))[1])  # the same bytes elsewhere resume
+    with pytest.raises(ValueError, match=re.escape(f"spm_model_sha256: {sha_a!r} there, {sha_b!r} now")):
+        runner._check_run_state(options, _settings(tmp_path, str(b))[1])
