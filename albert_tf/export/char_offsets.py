@@ -187,6 +187,12 @@ def has_text(offsets: PieceOffsets) -> tf.RaggedTensor:
 
     The SQuAD post-processing skips spans whose text is empty once stripped
     (a lone word-start piece over a space); serving skips them too.
+
+    Args:
+        offsets: `piece_offsets` of the texts.
+
+    Returns:
+        A ragged bool tensor shaped like `offsets.ids`.
     """
     count = tf.cast(tf.logical_not(offsets.is_space), tf.int32)
     counts = tf.concat([tf.zeros([count.nrows(), 1], tf.int32), tf.cumsum(count.to_tensor(0), axis=1)], axis=1)
