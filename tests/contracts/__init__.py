@@ -1,0 +1,1 @@
+"""The contract matrix: every head x every promise (issue 29)."""
