@@ -335,6 +335,20 @@ def file_sha256(path: str) -> str:
     return digest.hexdigest()
 
 
+# Settings that earlier versions did not record: a run state without them still resumes.
+SETTINGS_ADDED_LATER = ("spm_model_sha256",)
+
+
+def _upgraded_run_state(previous: Dict[str, Any]) -> Dict[str, Any]:
+    """An earlier version's run state in today's terms: it recorded ``adam_epsilon`` as given (None: the default)."""
+    from albert_tf.optimizers import DEFAULT_EPSILON
+
+    if "adam_epsilon" in previous and previous["adam_epsilon"] is None:
+        previous = {**previous,
+                    "adam_epsilon": float(DEFAULT_EPSILON[previous.get("optimizer") != "adamw_original"])}
+    return previous
+
+
 def _check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
     """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
     from pipelines.fileio import atomic_write
@@ -343,8 +357,10 @@ def _check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             previous = json.load(f)
+        previous = _upgraded_run_state(previous)
         keys = sorted(set(state) | set(previous))
-        diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)}
+        diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
+                and not (k in SETTINGS_ADDED_LATER and k not in previous)}
         if diff:
             raise ValueError(
                 f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "

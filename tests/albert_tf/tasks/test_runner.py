@@ -156,3 +156,19 @@ def test_resume_refuses_another_sentencepiece_model_by_checksum(tmp_path):
     runner._check_run_state(options, _settings(tmp_path, str(same))[1])  # the same bytes elsewhere resume
     with pytest.raises(ValueError, match=re.escape(f"spm_model_sha256: {sha_a!r} there, {sha_b!r} now")):
         runner._check_run_state(options, _settings(tmp_path, str(b))[1])
+
+
+def test_a_run_state_of_the_previous_version_still_resumes(tmp_path):
+    """Earlier versions recorded adam_epsilon as given (None: the default) and no SentencePiece checksum."""
+    import json
+
+    spm = tmp_path / "a.model"
+    spm.write_bytes(b"vocabulary one")
+    options, state = _settings(tmp_path, str(spm))
+    old = {**state, "adam_epsilon": None}
+    del old["spm_model_sha256"]
+    (tmp_path / runner.RUN_STATE_FILE).write_text(json.dumps(old))
+    runner._check_run_state(options, state)  # the same run: resumes
+    # ... and a real change is still refused against the old file.
+    with pytest.raises(ValueError, match=re.escape("adam_epsilon: 1e-08 there, 1e-07 now")):
+        runner._check_run_state(options, _settings(tmp_path, str(spm), adam_epsilon=1e-7)[1])
