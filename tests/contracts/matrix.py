@@ -1,0 +1,151 @@
+"""The contract matrix's table (tests/contracts/README.md), generated from the tests themselves.
+
+    python -m tests.contracts.matrix            # prints the table
+    python -m tests.contracts.matrix --write    # rewrites tests/contracts/README.md
+
+Each cell names the tests that check one promise (column) on one head
+(row). The parametrized tests are found by pytest's own collection (so a
+renamed or removed test changes the table); the OpenVINO tests, which only
+collect in the [openvino] environment, are read from their file's source.
+tests/contracts/test_matrix.py checks that README.md is this table.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from typing import Dict, List, NamedTuple, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+README = os.path.join(REPO, "tests", "contracts", "README.md")
+RESUME = "tests/contracts/test_resume.py"
+EXPORTS = "tests/contracts/test_exports.py"
+OPENVINO = "tests/albert_tf/test_openvino_export.py"
+
+ROWS = ("encoder", "pretrainer", "classifier_single", "classifier_pair", "classifier_regression",
+        "classifier_mean_pooling", "span_qa_v1", "span_qa_v2", "multiple_choice", "tagging")
+# Heads with an OpenVINO export (the others: the binary's refusal is the cell).
+OPENVINO_ROWS = ("encoder", "classifier_single", "classifier_pair", "classifier_regression",
+                 "classifier_mean_pooling")
+
+
+class Column(NamedTuple):
+    title: str
+    path: str
+    function: str
+
+
+COLUMNS = (
+    Column("kill -9, resume", RESUME, "test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run"),
+    Column("--do_train rerun", RESUME, "test_do_train_rerun_of_a_finished_run_trains_nothing_and_changes_nothing"),
+    Column("rerun refusals", RESUME, "test_rerun_with_another_setting_is_refused_naming_it"),
+    Column("albert-export", EXPORTS, "test_binary"),
+    Column("SavedModel = library", EXPORTS, "test_library"),
+    Column("OpenVINO = SavedModel", OPENVINO, ""),
+    Column("empty batch", EXPORTS, "test_empty"),
+    Column("hostile strings", EXPORTS, "test_hostile"),
+    Column("metadata", EXPORTS, "test_metadata"),
+)
+
+
+def collect(paths: Sequence[str]) -> List[str]:
+    """pytest's node ids of the tests in `paths` (collection only, in a subprocess)."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           *paths], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    nodes = [line.strip() for line in proc.stdout.splitlines() if "::" in line]
+    if not nodes:
+        raise RuntimeError(f"pytest collected nothing in {list(paths)}: {proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    return nodes
+
+
+def test_functions(path: str) -> List[str]:
+    """The test functions defined in a file (read from its source)."""
+    with open(os.path.join(REPO, path), encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+
+
+def _row_of(node: str) -> List[str]:
+    """The rows a parametrized node id names (its '-'-separated ids that are rows)."""
+    if "[" not in node:
+        return []
+    return [part for part in node[node.index("[") + 1:-1].split("-") if part in ROWS]
+
+
+def cells(nodes: Sequence[str], openvino_tests: Sequence[str]) -> Dict[str, Dict[str, List[str]]]:
+    """row -> column title -> the tests of that cell (short names: function[ids])."""
+    table = {row: {c.title: [] for c in COLUMNS} for row in ROWS}
+    for node in nodes:
+        path, test = node.split("::", 1)
+        function = test.split("[", 1)[0]
+        for column in COLUMNS:
+            if column.path == path and column.function == function:
+                for row in _row_of(test):
+                    table[row][column.title].append(test)
+    for row in ROWS:
+        if row in OPENVINO_ROWS:  # the classifier's tests name it (one single-text classifier); others: the encoder's
+            table[row]["OpenVINO = SavedModel"] = [t for t in openvino_tests if "equal" in t and (
+                ("classifier" in t) == row.startswith("classifier")) and row in ("encoder", "classifier_single")]
+        else:
+            table[row]["OpenVINO = SavedModel"] = [t for t in (f"test_openvino_refusal[{row}]",)
+                                                   if any(n.endswith("::" + t) for n in nodes)]
+    return table
+
+
+def render(table: Dict[str, Dict[str, List[str]]]) -> str:
+    lines = [
+        "# The contract matrix (generated: `python -m tests.contracts.matrix --write`; do not edit)",
+        "",
+        "Rows: every head and variant. Columns: every promise the README makes of a model. A cell names its",
+        "tests; \"refused\" cells check the refusal message; \"-\" is a cell no test covers yet. Files:",
+        "",
+    ]
+    files = {c.path for c in COLUMNS}
+    lines += [f"- `{path}`: " + ", ".join(c.title for c in COLUMNS if c.path == path) for path in sorted(files)]
+    lines += ["- The OpenVINO column: the tests of `" + OPENVINO + "` that compare with the SavedModel run in the",
+              "  [openvino] environment for the heads with an OpenVINO export; the other heads' cell is the",
+              "  binary's refusal (`" + EXPORTS + "::test_openvino_refusal`).", ""]
+    lines += ["| head | " + " | ".join(c.title for c in COLUMNS) + " |",
+              "|---|" + "---|" * len(COLUMNS)]
+    for row in ROWS:
+        marks = []
+        for column in COLUMNS:
+            tests = table[row][column.title]
+            refused = column.title.startswith("OpenVINO") and row not in OPENVINO_ROWS
+            marks.append("-" if not tests else "refused" if refused else f"yes ({len(tests)})")
+        lines.append(f"| {row} | " + " | ".join(marks) + " |")
+    lines += ["", "yes (n): n tests check the cell. The tests of each cell:", ""]
+    for row in ROWS:
+        lines.append(f"## {row}")
+        lines.append("")
+        lines.append("| promise | tests |")
+        lines.append("|---|---|")
+        for column in COLUMNS:
+            tests = table[row][column.title]
+            refused = column.title.startswith("OpenVINO") and row not in OPENVINO_ROWS
+            text = ", ".join(f"`{t}`" for t in tests) if tests else "-"
+            lines.append(f"| {column.title} | {'refused: ' if refused and tests else ''}{text} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def generate() -> str:
+    """The README's text, from the tests as they are now."""
+    nodes = collect([RESUME, EXPORTS])
+    return render(cells(nodes, test_functions(OPENVINO)))
+
+
+def main(argv: Sequence[str]) -> None:
+    text = generate()
+    if "--write" in argv:
+        with open(README, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
