@@ -378,18 +378,59 @@ def test_multi_worker_mirrored_two_processes(data, tmp_path):
                                             if n.startswith(".worker")]
 
 
+# Randomised weights for the precision test: logits of order 1, so 3 updates at
+# learning rate 0.01 move the loss by about 1 (at initializer_range 0.02 the
+# loss sits at ln(100) + ln(2) and a run with learning rate 0 is 0.02 away).
+_PRECISION_RUN = dict(config=tl.tiny_config(initializer_range=0.5), num_train_steps=4,
+                      gradient_accumulation_steps=2)
+
+
+def _losses_and_weights(data, output_dir, **kwargs):
+    logged = []
+    result = _run(data, output_dir, log_callback=logged.append, **_PRECISION_RUN, **kwargs)
+    return np.array([m["loss"] for m in logged]), _weights(result["model"]), result
+
+
+@pytest.fixture(scope="module")
+def float32_runs(data, tmp_path_factory):
+    """The float32 run the mixed ones follow, and the same run at learning rate 0 (its initial weights)."""
+    root = tmp_path_factory.mktemp("float32_runs")
+    return {name: _losses_and_weights(data, root / name, **kwargs)[:2]
+            for name, kwargs in (("f32", {}), ("lr0", dict(learning_rate=0.0)))}
+
+
+def _distances(run, reference, initial):
+    """Largest loss difference over the reference losses' range; the weight update's relative error."""
+    losses, weights = run
+    ref_losses, ref_weights = reference
+    update = np.concatenate([(weights[k] - initial[k]).ravel() for k in initial])
+    ref_update = np.concatenate([(ref_weights[k] - initial[k]).ravel() for k in initial])
+    return (float(np.abs(losses - ref_losses).max() / np.ptp(ref_losses)),
+            float(np.linalg.norm(update - ref_update) / np.linalg.norm(ref_update)))
+
+
 @pytest.mark.parametrize("precision,jit", [("bfloat16", True),
                                            ("float16", False)])
-def test_mixed_precision_and_xla_follow_float32(data, tmp_path, precision, jit):
-    losses = {}
-    for name, kwargs in (("f32", {}), ("mixed", dict(
-            mixed_precision=precision, jit_compile=jit))):
-        logged = []
-        result = _run(data, tmp_path / name, gradient_accumulation_steps=2,
-                      log_callback=logged.append, **kwargs)
-        losses[name] = [m["loss"] for m in logged]
-    # bfloat16 keeps ~3 significant digits; the loss (~5.3) agrees to 2e-2.
-    np.testing.assert_allclose(losses["mixed"], losses["f32"], atol=2e-2)
+def test_mixed_precision_and_xla_follow_float32(data, tmp_path, float32_runs, precision, jit):
+    """Mixed-precision training follows float32 training, within bounds set by the effect of training itself.
+
+    Bounds: every step's loss within 5% of the float32 run's loss range (1.4 here), and the weights' total
+    update within 20% of float32's (relative L2). Measured: bfloat16 with XLA 0.8% and 6%, float16 0.2% and
+    2% (bfloat16 rounds at 2**-8, 8 times float16's 2**-11). A run that does not train (learning rate 0) is
+    86% and 100% away, and the float32 losses one step late are 65% away: both fail the same bounds.
+    """
+    loss_bound, update_bound = 0.05, 0.2
+    losses, weights, result = _losses_and_weights(data, tmp_path / "mixed", mixed_precision=precision,
+                                                  jit_compile=jit)
+    initial = float32_runs["lr0"][1]
+    assert np.ptp(float32_runs["f32"][0]) > 1.0, float32_runs["f32"][0]  # training moves the loss by order 1
+    loss_error, update_error = _distances((losses, weights), float32_runs["f32"], initial)
+    assert loss_error < loss_bound and update_error < update_bound, (loss_error, update_error)
+    # Companions: learning rate 0, and the float32 losses shifted by one step, fail the same bounds.
+    still_error = _distances(float32_runs["lr0"], float32_runs["f32"], initial)
+    assert still_error[0] > 4 * loss_bound and still_error[1] > 4 * update_bound, still_error
+    shifted = np.roll(float32_runs["f32"][0], 1)
+    assert np.abs(shifted - float32_runs["f32"][0]).max() / np.ptp(float32_runs["f32"][0]) > 4 * loss_bound
     assert all(v.dtype == "float32" for v in result["model"].weights)
     names = [n for n, _ in tf.train.list_variables(result["checkpoint"])]
     assert any(n.startswith("loss_scale") for n in names) == (
