@@ -295,17 +295,17 @@ def _classifier_expectation(classifier, inputs):
 
 
 def _windows(model, question, context):
-    """The SQuAD reader's windows (its own _doc_spans) as id rows, with each piece's max-context flag."""
-    from pipelines.finetune import squad
+    """The SQuAD reader's windows (its own doc_spans) as id rows, with each piece's max-context flag."""
+    from pipelines.finetune.squad import features as squad_features
 
     pre = model.preprocessor
     query = pre.tokenize([question]).to_list()[0][:model.max_query_length]
     pieces = pre.tokenize([context]).to_list()[0]
-    spans = squad._doc_spans(len(pieces), MAX_LEN - len(query) - 3, DOC_STRIDE) or [(0, 0)]
+    spans = squad_features.doc_spans(len(pieces), MAX_LEN - len(query) - 3, DOC_STRIDE) or [(0, 0)]
     rows = []
     for index, (start, length) in enumerate(spans):
         ids = [2] + query + [3] + pieces[start:start + length] + [3]
-        is_max = [squad._is_max_context(spans, index, start + k) for k in range(length)]
+        is_max = [squad_features.is_max_context(spans, index, start + k) for k in range(length)]
         rows.append((ids, len(query) + 2, start, length, is_max))
     return rows
 

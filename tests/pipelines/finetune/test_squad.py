@@ -13,6 +13,8 @@ import tensorflow as tf
 
 from pipelines import tokenizer
 from pipelines.finetune import squad
+from pipelines.finetune.squad import alignment as squad_alignment
+from pipelines.finetune.squad import features as squad_features
 from pipelines.finetune.sp_text import PieceText
 
 CONTEXT = "The Kalo-Mi tower, built in 1889."
@@ -58,12 +60,12 @@ def test_identity_fast_path_equals_the_lcs(text):
     orig = [text.normalize_char(c) for c in context]
     tok_text = "".join(text.encode_pieces(text.normalize(context))).replace(
         tokenizer.SPIECE_UNDERLINE, " ")
-    fast = squad._identity_alignment(orig, tok_text)
+    fast = squad_alignment._identity_alignment(orig, tok_text)
     assert fast is not None
-    assert fast == squad._lcs_alignment(orig, tok_text)
+    assert fast == squad_alignment._lcs_alignment(orig, tok_text)
     # Collapsed whitespace: the fast path does not apply, the LCS does.
     spaced = [text.normalize_char(c) for c in context.replace(" ", "  ")]
-    assert squad._identity_alignment(spaced, tok_text) is None
+    assert squad_alignment._identity_alignment(spaced, tok_text) is None
 
 
 def test_alignment_below_80_percent_is_skipped_and_counted(text):
@@ -78,13 +80,13 @@ def test_alignment_below_80_percent_is_skipped_and_counted(text):
 
 def test_doc_spans_and_max_context():
     # 10 pieces, windows of 4, stride 3: starts 0, 3, 6; stride 5: 0, 4, 8 (last shorter).
-    assert squad._doc_spans(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
-    assert squad._doc_spans(10, 4, 5) == [(0, 4), (4, 4), (8, 2)]
+    assert squad_features.doc_spans(10, 4, 3) == [(0, 4), (3, 4), (6, 4)]
+    assert squad_features.doc_spans(10, 4, 5) == [(0, 4), (4, 4), (8, 2)]
     spans = [(0, 4), (3, 4), (6, 4)]
     # piece 3: min(3, 0) + .04 in window 0 ties min(0, 3) + .04 in window 1: the first wins.
-    assert squad._is_max_context(spans, 0, 3) and not squad._is_max_context(spans, 1, 3)
-    assert squad._is_max_context(spans, 1, 4)  # min(1, 2) = 1 beats window 0 (not inside)
-    assert squad._is_max_context(spans, 1, 6)
+    assert squad_features.is_max_context(spans, 0, 3) and not squad_features.is_max_context(spans, 1, 3)
+    assert squad_features.is_max_context(spans, 1, 4)  # min(1, 2) = 1 beats window 0 (not inside)
+    assert squad_features.is_max_context(spans, 1, 6)
 
 
 def test_training_features_answer_positions(text):
