@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
@@ -171,7 +172,29 @@ def test_transformers_computes_our_outputs(tmp_path, layout):
     pytest.importorskip("transformers", reason="transformers is in the [bench] extra, not the test extra")
     from bench.hf_equivalence import compare_with_transformers
 
+    keras.utils.set_random_seed(7)
     folder = checkpoints.save_huggingface(albert_tf.AlbertPretrainer(_config(*layout)), str(tmp_path))
-    # float32 on both sides, different kernels: a few ulps of outputs of size ~1-10.
+    # float32 on both sides, different kernels: a few ulps of the values each output sums (the bound is relative
+    # to the output's scale; MLM logits reach ~10 here, and 1.6e-5 was seen on them).
     diffs = compare_with_transformers(folder, atol=1e-5)
     assert set(diffs) == {"sequence_output", "pooled_output", "mlm_logits", "sop_logits"}
+
+
+def test_transformers_comparison_fails_on_a_wrong_weight(tmp_path, monkeypatch):
+    pytest.importorskip("torch", reason="torch is in the [bench] extra, not the test extra")
+    pytest.importorskip("transformers", reason="transformers is in the [bench] extra, not the test extra")
+    from bench.hf_equivalence import compare_with_transformers
+
+    keras.utils.set_random_seed(7)
+    folder = checkpoints.save_huggingface(albert_tf.AlbertPretrainer(_config(*EXPRESSIBLE[0])), str(tmp_path))
+    load = checkpoints.load_checkpoint_with_report
+
+    def load_with_one_scale_off_by_a_percent(path):
+        model, missing = load(path)
+        scale = next(v for v in model.weights if v.path.endswith("ffn_group_0_inner_0/layer_norm/gamma"))
+        scale.assign(scale * 1.01)
+        return model, missing
+
+    monkeypatch.setattr(checkpoints, "load_checkpoint_with_report", load_with_one_scale_off_by_a_percent)
+    with pytest.raises(AssertionError, match="differ by more than 1e-05"):
+        compare_with_transformers(folder, atol=1e-5)
