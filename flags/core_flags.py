@@ -175,6 +175,32 @@ def define_runtime_flags() -> None:
             "Seed of weight initialisation, dropout and data order.")
 
 
+def define_recovery_flags() -> None:
+    """What albert-pretrain does when the loss diverges (albert_tf/training/healing.py)."""
+    _define(flags.DEFINE_enum, "on_nonfinite", "stop", ["stop", "rollback"],
+            "stop: a NaN/inf loss ends the run in one line naming the last good "
+            "checkpoint. rollback: a NaN/inf loss or a loss spike (see "
+            "--loss_spike_factor) restores the last checkpoint, skips the input "
+            "batches read since (a resumed run skips the same ones), optionally "
+            "lowers the learning rate, logs one line and goes on; after "
+            "--max_rollbacks rollbacks the next event ends the run. Checkpoint "
+            "often enough (--save_checkpoints_steps): a rollback redoes up to that "
+            "many steps.")
+    _define(flags.DEFINE_float, "loss_spike_factor", 2.0,
+            "With --on_nonfinite=rollback: a step loss above this many times the "
+            "median of the last --loss_spike_window step losses is a spike "
+            "(0: only NaN/inf).")
+    _define(flags.DEFINE_integer, "loss_spike_window", 100,
+            "Step losses the spike median is taken over (at most 1000); spikes are "
+            "looked for once that many steps have been seen.")
+    _define(flags.DEFINE_float, "rollback_learning_rate_factor", 1.0,
+            "With --on_nonfinite=rollback: each rollback multiplies the learning "
+            "rate by this, e.g. 0.5 (1: the schedule is kept).")
+    _define(flags.DEFINE_integer, "max_rollbacks", 3,
+            "With --on_nonfinite=rollback: rollbacks allowed; the next divergence "
+            "ends the run in one line.")
+
+
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
@@ -183,6 +209,7 @@ def define_all_pretraining_flags() -> None:
     define_distribution_flags()
     define_cpu_devices_flag()
     define_runtime_flags()
+    define_recovery_flags()
 
 
 

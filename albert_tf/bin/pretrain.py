@@ -20,6 +20,13 @@ and one line naming the checkpoint; the same command resumes there exactly
 (all workers of a multi-worker run stop at the same step). A second signal
 stops at once. Exit codes: 0 done, 1 an error (one line), 75 preempted.
 
+A diverging run (NaN/inf loss) stops in one line naming the last good
+checkpoint; --on_nonfinite=rollback instead restores the last checkpoint,
+skips the input batches read since (a resumed run skips the same ones) and
+goes on, also on a loss spike (--loss_spike_factor x the median of the last
+--loss_spike_window losses), with one log line per rollback and at most
+--max_rollbacks of them (--rollback_learning_rate_factor lowers the rate).
+
 One writer per --output_dir: a second albert-pretrain on a folder in use is
 refused in one line naming the holder (host, pid, since when); see
 pipelines/locking.py for the rule (a lock for local folders, a heartbeat lease
@@ -127,6 +134,11 @@ def main(argv) -> None:
     from pipelines.locking import FolderLock
 
     optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
+    recovery = training.RecoveryConfig.from_flags(FLAGS)
+    try:
+        recovery.validate()
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     try:
         strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
                                         num_gpus=FLAGS.num_gpus,
@@ -198,7 +210,7 @@ def main(argv) -> None:
                 init_checkpoint=FLAGS.init_checkpoint,
                 spm_model_file=FLAGS.spm_model_file,
                 eval_dataset_fn=eval_dataset_fn if FLAGS.do_eval else None,
-                strategy=strategy)
+                strategy=strategy, recovery=recovery)
         else:
             result = training.run_evaluation(
                 config, eval_dataset_fn, FLAGS.output_dir,

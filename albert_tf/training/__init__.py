@@ -8,8 +8,8 @@ exact resume after a kill, and the original's losses.
 
 The pieces, one module each:
 
-* `configs`: `OptimizationConfig`, `RuntimeConfig`, `PretrainingDataConfig`
-  (filled once from flags with `from_flags`);
+* `configs`: `OptimizationConfig`, `RuntimeConfig`, `PretrainingDataConfig`,
+  `RecoveryConfig` (filled once from flags with `from_flags`);
 * `state`: `TrainState` (model, optimizer, schedule, step, RNG, loss scale,
   checkpoint manager), `restore_or_warm_start`, the recorded run settings;
 * `step`: the distributed iterator (positioned for a resume) and the
@@ -18,6 +18,7 @@ The pieces, one module each:
   `StopPolicy` (steps, time budget);
 * `evaluation`: `evaluate`, `run_evaluation`, the end-of-training evaluation;
 * `pretraining`: `run_pretraining`, the loop that ties them together;
+* `healing`: --on_nonfinite=rollback (restore, skip the data, go on);
 * `data_service`: the training input on tf.data service workers.
 
 Strategy, chief and precision helpers live in `albert_tf.runtime` (re-exported
@@ -37,6 +38,7 @@ from albert_tf.training.common import (
 from albert_tf.training.configs import (
     OptimizationConfig,
     PretrainingDataConfig,
+    RecoveryConfig,
     RuntimeConfig,
 )
 from albert_tf.training.evaluation import evaluate, run_evaluation
@@ -46,7 +48,7 @@ from albert_tf.training.state import LossScale, TrainState
 __all__ = [
     "CHECKPOINT_NAME", "EVAL_RESULTS_FILENAME", "RUN_SETTINGS_FILENAME",
     "DatasetFn", "LossScale", "OptimizationConfig", "PretrainingDataConfig",
-    "RuntimeConfig", "TrainState", "TrainingError", "evaluate", "get_strategy",
+    "RecoveryConfig", "RuntimeConfig", "TrainState", "TrainingError", "evaluate", "get_strategy",
     "is_chief", "run_evaluation", "run_pretraining", "write_eval_results",
     "write_scalar_summary",
 ]

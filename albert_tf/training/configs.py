@@ -152,6 +152,65 @@ class RuntimeConfig(_FromFlags):
         return runtime.resolve_mixed_precision(self.mixed_precision)
 
 
+ON_NONFINITE_CHOICES = ("stop", "rollback")
+# The loss window that a saved run carries (`healing.RecoveryState`); a larger
+# --loss_spike_window would change the checkpoint's shape.
+MAX_LOSS_SPIKE_WINDOW = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class RecoveryConfig(_FromFlags):
+    """What the loop does when training diverges (`albert_tf.training.healing`).
+
+    Attributes:
+        on_nonfinite: "stop" (a non-finite loss ends the run with one line
+            naming the last good checkpoint) or "rollback" (a non-finite loss
+            or a loss spike restores the last checkpoint, skips the data read
+            since and goes on).
+        loss_spike_factor: with rollback, a finite loss above this many times
+            the median of the last `loss_spike_window` losses is a spike
+            (0: only non-finite losses count).
+        loss_spike_window: recent losses the median is taken over; spikes are
+            looked for once that many steps have been seen.
+        rollback_learning_rate_factor: each rollback multiplies the learning
+            rate by this (1: the schedule is kept).
+        max_rollbacks: rollbacks allowed in the run; the next event ends it.
+    """
+
+    on_nonfinite: str = "stop"
+    loss_spike_factor: float = 2.0
+    loss_spike_window: int = 100
+    rollback_learning_rate_factor: float = 1.0
+    max_rollbacks: int = 3
+
+    @property
+    def rollback(self) -> bool:
+        return self.on_nonfinite == "rollback"
+
+    def validate(self) -> None:
+        """ValueError quoting the first bad setting.
+
+        >>> RecoveryConfig(loss_spike_window=0).validate()
+        Traceback (most recent call last):
+        ...
+        ValueError: loss_spike_window must be in [1, 1000], got 0.
+        """
+        if self.on_nonfinite not in ON_NONFINITE_CHOICES:
+            raise ValueError(f"on_nonfinite must be one of {ON_NONFINITE_CHOICES}, "
+                             f"got {self.on_nonfinite!r}.")
+        if not 1 <= self.loss_spike_window <= MAX_LOSS_SPIKE_WINDOW:
+            raise ValueError(f"loss_spike_window must be in [1, {MAX_LOSS_SPIKE_WINDOW}], "
+                             f"got {self.loss_spike_window}.")
+        if self.loss_spike_factor != 0 and not self.loss_spike_factor > 1:
+            raise ValueError("loss_spike_factor must be above 1 (or 0: no spike detection), "
+                             f"got {self.loss_spike_factor}.")
+        if not 0 < self.rollback_learning_rate_factor <= 1:
+            raise ValueError("rollback_learning_rate_factor must be in (0, 1], "
+                             f"got {self.rollback_learning_rate_factor}.")
+        if self.max_rollbacks < 0:
+            raise ValueError(f"max_rollbacks must be >= 0, got {self.max_rollbacks}.")
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainingDataConfig(_FromFlags):
     """The pretraining data and its evaluation.

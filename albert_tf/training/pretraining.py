@@ -25,9 +25,11 @@ from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
     OptimizationConfig,
     PretrainingDataConfig,
+    RecoveryConfig,
     RuntimeConfig,
 )
 from albert_tf.training.evaluation import final_evaluation
+from albert_tf.training.healing import Divergence, Healer, all_finite
 from albert_tf.training.reporting import MetricsLogger, StopPolicy
 from albert_tf.training.state import (
     TrainState,
@@ -54,67 +56,120 @@ def _check_arguments(config: AlbertConfig, optimization: OptimizationConfig,
     return precision
 
 
+class _Saver:
+    """Writes the checkpoints of the loop, never one with non-finite weights.
+
+    Args:
+        state: the train state.
+        chief: whether this worker's checkpoints are the run's.
+        healer: the rollback machinery (None with on_nonfinite=stop).
+        resumed_from: the checkpoint the run started from, or None.
+    """
+
+    def __init__(self, state: TrainState, chief: bool, healer: Optional[Healer],
+                 resumed_from: Optional[str]):
+        self.state, self.chief, self.healer = state, chief, healer
+        self._finite = all_finite(list(state.model.weights) + list(state.optimizer.variables))
+        self.last = resumed_from  # the last good checkpoint
+
+    def save(self, step: int) -> str:
+        """Checks the weights and optimizer slots, then saves `step`.
+
+        Raises:
+            Divergence: (rollback) the weights are not finite.
+            TrainingError: (stop) idem, naming the last good checkpoint.
+        """
+        if not self._finite():
+            if self.healer is not None:
+                raise Divergence(step, float("nan"), "non-finite weights")
+            raise TrainingError(
+                f"The weights are not finite after step {step}: no checkpoint written. Last good "
+                f"checkpoint: {self.last or 'none'}. Lower --learning_rate, or --on_nonfinite=rollback.")
+        if self.healer is not None:
+            self.healer.guard.store()
+        path = self.state.manager.save(checkpoint_number=step)
+        if self.chief:
+            self.last = path
+            logging.info("Saved checkpoint %s", path)
+        return path
+
+
+def _next_batch(train_step, iterator, step: int, start_step: int,
+                stop: StopPolicy, data: PretrainingDataConfig, train_batch_size: int):
+    """One step; the input's faults as TrainingErrors saying what to check."""
+    try:
+        return train_step(iterator)
+    except (tf.errors.OutOfRangeError, StopIteration) as e:
+        if step == start_step:
+            raise TrainingError(
+                "The training data yielded no batch: are the input files "
+                "empty, or smaller than one global batch of "
+                f"{train_batch_size}?") from e
+        raise TrainingError(
+            f"The training data ran out at step {step} of "
+            f"{stop.num_train_steps}; the dataset must repeat.") from e
+    except tf.errors.InvalidArgumentError as e:
+        if step == start_step:
+            raise TrainingError(
+                "The first batch could not be read or used; are the "
+                "features of the length given by --max_seq_length="
+                f"{data.max_seq_length} / --max_predictions_per_seq="
+                f"{data.max_predictions_per_seq}? {e.message}") from e
+        raise
+
+
 def _train_loop(train_step, iterator, state: TrainState, start_step: int,
-                stop: StopPolicy, logger: MetricsLogger,
-                last_checkpoint: Optional[str], chief: bool,
+                stop: StopPolicy, logger: MetricsLogger, saver: _Saver,
                 data: PretrainingDataConfig, train_batch_size: int,
                 watcher: Optional[PreemptionWatcher] = None) -> None:
     """Steps until the stop policy says so; logs and saves on its cadence.
+
+    With `saver.healer` every step's loss is checked, and a `Divergence`
+    (a bad loss, or non-finite weights at a save) rolls the run back to its
+    last checkpoint; the input iterator goes on, so the batches read since
+    are skipped.
 
     Raises:
         Preempted: `watcher` saw SIGTERM / SIGINT (on any worker); the step
             in progress was finished and checkpointed first.
     """
     step = start_step
+    healer = saver.healer
+    if healer is not None and saver.last is None:
+        saver.save(step)  # something to roll back to
     while step < stop.num_train_steps:
-        try:
-            terms = train_step(iterator)
-        except (tf.errors.OutOfRangeError, StopIteration) as e:
-            if step == start_step:
-                raise TrainingError(
-                    "The training data yielded no batch: are the input files "
-                    "empty, or smaller than one global batch of "
-                    f"{train_batch_size}?") from e
-            raise TrainingError(
-                f"The training data ran out at step {step} of "
-                f"{stop.num_train_steps}; the dataset must repeat.") from e
-        except tf.errors.InvalidArgumentError as e:
-            if step == start_step:
-                raise TrainingError(
-                    "The first batch could not be read or used; are the "
-                    "features of the length given by --max_seq_length="
-                    f"{data.max_seq_length} / --max_predictions_per_seq="
-                    f"{data.max_predictions_per_seq}? {e.message}") from e
-            raise
+        terms = _next_batch(train_step, iterator, step, start_step, stop, data,
+                            train_batch_size)
         step += 1
         logger.add(step, terms)
-        log_now, save_now, stop_now = stop.decide(step)
-        if log_now or save_now:
-            logger.flush(last_checkpoint)
-        if log_now:
-            logger.log(step)
-        if save_now:
-            path = state.manager.save(checkpoint_number=step)
-            if chief:
-                last_checkpoint = path
-                logging.info("Saved checkpoint %s", path)
-        if stop_now:
-            break
-        # Every worker asks once a step (a collective under multi-worker).
-        if watcher is not None and watcher.should_stop():
-            _checkpoint_and_stop(state, logger, step, save_now, last_checkpoint,
-                                 watcher.reason, chief)
+        try:
+            if healer is not None:
+                logger.flush(saver.last)  # checks this step's loss
+            log_now, save_now, stop_now = stop.decide(step)
+            if log_now or save_now:
+                logger.flush(saver.last)
+            if log_now:
+                logger.log(step)
+            if save_now:
+                saver.save(step)
+            if stop_now:
+                break
+            # Every worker asks once a step (a collective under multi-worker).
+            if watcher is not None and watcher.should_stop():
+                _checkpoint_and_stop(saver, logger, step, save_now, watcher.reason)
+        except Divergence as event:
+            step = healer.rollback(event)
+            logger.restart(step)
 
 
-def _checkpoint_and_stop(state: TrainState, logger: MetricsLogger, step: int,
-                         saved: bool, last_checkpoint: Optional[str],
-                         reason: str, chief: bool) -> None:
+def _checkpoint_and_stop(saver: _Saver, logger: MetricsLogger, step: int,
+                         saved: bool, reason: str) -> None:
     """Writes the checkpoint of `step` (unless just saved) and raises Preempted."""
     if not saved:
-        logger.flush(last_checkpoint)  # never checkpoint a non-finite loss
-        state.manager.save(checkpoint_number=step)
-    path = state.manager.latest_checkpoint
-    if not chief:  # the same step's checkpoint in output_dir, the chief's
+        logger.flush(saver.last)  # never checkpoint a non-finite loss
+        saver.save(step)
+    path = saver.state.manager.latest_checkpoint
+    if not saver.chief:  # the same step's checkpoint in output_dir, the chief's
         scratch = os.path.dirname(path)
         path = os.path.join(os.path.dirname(scratch), os.path.basename(path))
     logging.warning("Preempted (%s) after step %d: saved checkpoint %s",
@@ -180,19 +235,20 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
     return result
 
 
-def _train_iterator(strategy, train_dataset_fn, start_step: int, data: PretrainingDataConfig,
+def _train_iterator(strategy, train_dataset_fn, data_position: int, data: PretrainingDataConfig,
                     per_replica_batch: int, output_dir: str):
-    """The distributed training iterator, from the tf.data service when
-    `data.data_service_address` is set (its resume caveat logged)."""
+    """The distributed training iterator after `data_position` steps' batches,
+    from the tf.data service when `data.data_service_address` is set (its
+    resume caveat logged)."""
     service_job = None
     if data.data_service_address:
         service_job = data_service.job_name(output_dir)
         logging.warning(
             "Training input from the tf.data service at %s (job %s): %s%s.",
             data.data_service_address, service_job, data_service.RESUME_NOTE,
-            f"; resuming at step {start_step}" if start_step else "")
+            f"; resuming at input batch {data_position}" if data_position else "")
     return distributed_train_iterator(
-        strategy, train_dataset_fn, start_step, data.max_seq_length,
+        strategy, train_dataset_fn, data_position, data.max_seq_length,
         data.train_predictions_per_seq(), per_replica_batch,
         data.data_service_address, service_job)
 
@@ -211,6 +267,7 @@ def run_pretraining(
     strategy: Optional[tf.distribute.Strategy] = None,
     log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
     handle_preemption: bool = True,
+    recovery: Optional[RecoveryConfig] = None,
 ) -> Dict[str, Any]:
     """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
 
@@ -228,6 +285,10 @@ def run_pretraining(
     num_train_steps is allowed (the schedule change is logged).
     SIGTERM / SIGINT during training end the run after the current step with
     a checkpoint of that step and `Preempted` (see `handle_preemption`).
+    A non-finite loss ends the run with a TrainingError naming the last good
+    checkpoint, or, with `recovery.on_nonfinite="rollback"`, rolls it back
+    (`albert_tf.training.healing`). No checkpoint with non-finite weights or
+    optimizer slots is written.
 
     Args:
         config: the model config; output_dir must not hold another one.
@@ -257,6 +318,8 @@ def run_pretraining(
             `albert_tf.preemption.Preempted` (every worker agrees on the
             step); resuming from it is exact. False: the signals keep their
             handlers.
+        recovery: what a diverging loss does (default `RecoveryConfig()`:
+            stop).
 
     Returns:
         dict with global_step, the last interval's train metrics (loss,
@@ -288,6 +351,8 @@ def run_pretraining(
     """
     runtime = runtime or RuntimeConfig()
     data = data or PretrainingDataConfig()
+    recovery = recovery or RecoveryConfig()
+    recovery.validate()
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     precision = _check_arguments(config, optimization, runtime, data, replicas)
@@ -297,8 +362,11 @@ def run_pretraining(
         config, optimization, runtime, data, precision, strategy, output_dir,
         init_checkpoint, chief)
     start_step = state.step
+    healer = Healer(recovery, state, output_dir) if recovery.rollback else None
 
-    iterator = _train_iterator(strategy, train_dataset_fn, start_step, data,
+    # Batches skipped by rollbacks stay skipped: step t reads batch t + offset.
+    data_position = start_step + int(state.recovery.data_offset.numpy())
+    iterator = _train_iterator(strategy, train_dataset_fn, data_position, data,
                                optimization.train_batch_size // replicas, output_dir)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile,
                                   jit_whole_step=runtime.jit_whole_step)
@@ -306,7 +374,8 @@ def run_pretraining(
               if chief else tf.summary.create_noop_writer())
     logger = MetricsLogger(state.schedule, optimization.num_train_steps,
                            optimization.train_batch_size, writer, start_step,
-                           runtime.max_train_seconds, log_callback)
+                           runtime.max_train_seconds, log_callback,
+                           check=healer.guard.check if healer else None)
     stop = StopPolicy(strategy, optimization.num_train_steps,
                       runtime.log_steps, runtime.save_checkpoints_steps,
                       runtime.max_train_seconds)
@@ -320,8 +389,8 @@ def run_pretraining(
     watcher = PreemptionWatcher(strategy) if handle_preemption else None
     with watcher or contextlib.nullcontext():
         _train_loop(train_step, iterator, state, start_step, stop, logger,
-                    latest, chief, data, optimization.train_batch_size,
-                    watcher)
+                    _Saver(state, chief, healer, latest), data,
+                    optimization.train_batch_size, watcher)
 
     return _write_outputs(state, logger, output_dir, ckpt_dir, chief,
                           spm_model_file, eval_dataset_fn, strategy, data)

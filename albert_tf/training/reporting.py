@@ -54,18 +54,23 @@ class MetricsLogger:
         start_step: the step the run starts from.
         max_train_seconds: the time budget, which may end the run first.
         log_callback: called with each logged dict (step, loss, ...).
+        check: called with (step, loss) for every step's loss at `flush`;
+            may raise (`healing.LossGuard.check`). Default: a non-finite
+            loss is a TrainingError naming the last good checkpoint.
     """
 
     def __init__(self, schedule, num_train_steps: int, train_batch_size: int,
                  writer, start_step: int,
                  max_train_seconds: Optional[float] = None,
-                 log_callback: Optional[Callable[[Dict[str, Any]], None]] = None):
+                 log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 check: Optional[Callable[[int, float], None]] = None):
         self._schedule = schedule
         self._num_train_steps = num_train_steps
         self._train_batch_size = train_batch_size
         self._writer = writer
         self._max_train_seconds = max_train_seconds
         self._log_callback = log_callback
+        self._check = check
         self._pending: List[Tuple[int, Dict[str, tf.Tensor]]] = []
         self._train_start = time.time()
         self.last: Dict[str, Any] = {}
@@ -77,6 +82,11 @@ class MetricsLogger:
         self._start = time.time()
         self._first = step
 
+    def restart(self, step: int) -> None:
+        """Drops what was collected since the last log (a rollback to `step`)."""
+        self._pending.clear()
+        self._reset(step)
+
     def add(self, step: int, terms: Dict[str, tf.Tensor]) -> None:
         """Keeps a step's sums on the device until the next `flush`."""
         self._pending.append((step, terms))
@@ -86,7 +96,9 @@ class MetricsLogger:
         for step, terms in self._pending:
             values = {k: float(v) for k, v in terms.items()}
             loss = losses_from_sums(values)["loss"]
-            if not math.isfinite(loss):
+            if self._check is not None:
+                self._check(step, loss)
+            elif not math.isfinite(loss):
                 raise TrainingError(
                     f"Loss is {loss} at step {step}. Last good checkpoint: "
                     f"{last_good_checkpoint or 'none (no checkpoint yet)'}. "

@@ -28,6 +28,7 @@ from albert_tf.training.common import (
     TrainingError,
 )
 from albert_tf.training.configs import OptimizationConfig
+from albert_tf.training.healing import RecoveryState, ScaledSchedule
 from pipelines.fileio import atomic_write
 
 
@@ -71,10 +72,23 @@ class TrainState:
     loss_scale: Optional[LossScale]
     checkpoint: tf.train.Checkpoint
     manager: tf.train.CheckpointManager
+    # What rollbacks changed (`healing.RecoveryState`), saved in every
+    # checkpoint; `legacy_checkpoint` reads checkpoints written without it.
+    recovery: RecoveryState
+    legacy_checkpoint: tf.train.Checkpoint
 
     @property
     def step(self) -> int:
         return int(self.global_step.numpy())
+
+    def restore(self, path: str) -> None:
+        """Restores everything `path` holds (a checkpoint of a version without
+        the recovery state leaves it at its start: nothing skipped)."""
+        names = [name for name, _ in tf.train.list_variables(path)]
+        if any(name.startswith("recovery/") for name in names):
+            self.checkpoint.restore(path).assert_existing_objects_matched()
+        else:
+            self.legacy_checkpoint.restore(path).assert_existing_objects_matched()
 
     @classmethod
     def create(cls, config: AlbertConfig, optimization: OptimizationConfig,
@@ -94,7 +108,9 @@ class TrainState:
         with strategy.scope():
             model = AlbertPretrainer(
                 config, dtype=runtime.dtype_policy_name(precision))
-            schedule = optimization.create_schedule()
+            recovery = RecoveryState()
+            # A rollback may lower the rate (scale 1.0 changes nothing).
+            schedule = ScaledSchedule(optimization.create_schedule(), recovery.lr_scale)
             opt = optimization.create_optimizer(schedule)
             opt.build(model.trainable_variables)
             global_step = tf.Variable(
@@ -112,12 +128,13 @@ class TrainState:
         if loss_scale is not None:
             tracked.update(loss_scale=loss_scale.scale,
                            good_steps=loss_scale.good_steps)
-        checkpoint = tf.train.Checkpoint(**tracked)
+        legacy_checkpoint = tf.train.Checkpoint(**tracked)
+        checkpoint = tf.train.Checkpoint(recovery=recovery, **tracked)
         manager = tf.train.CheckpointManager(
             checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME)
         return cls(model, opt, schedule, global_step, loss_scale, checkpoint,
-                   manager)
+                   manager, recovery, legacy_checkpoint)
 
 
 def restore_or_warm_start(state: TrainState, output_dir: str,
@@ -130,8 +147,10 @@ def restore_or_warm_start(state: TrainState, output_dir: str,
     """
     latest = tf.train.latest_checkpoint(output_dir)
     if latest:
-        state.checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("Resumed from step %d (%s)", state.step, latest)
+        state.restore(latest)
+        skipped = int(state.recovery.data_offset.numpy())
+        logging.info("Resumed from step %d (%s)%s", state.step, latest,
+                     f"; {skipped} input batch(es) skipped by rollbacks" if skipped else "")
     elif init_checkpoint:
         warm_start(state.model, init_checkpoint, config)
     return latest
