@@ -1,77 +1,63 @@
-"""The README's Python example runs as written and prints what its comments say."""
+"""README.md is a front page: short, with the demo and the test command, and a way to every docs/ page.
 
-import contextlib
-import io
+Its blocks run with every other page's in tests/test_docs.py; this file holds what only the front page must do.
+"""
+
+import glob
 import os
 import re
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+from tests import doc_blocks
 
-
-def test_readme_model_example_runs():
-    text = open(README, encoding="utf-8").read()
-    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)
-    assert "from_preset" in block
-    stdout = io.StringIO()
-    with contextlib.redirect_stdout(stdout):
-        exec(compile(block, "README.md", "exec"), {})
-    printed = stdout.getvalue().splitlines()
-    expected = [m.strip() for m in re.findall(r"print\(.*\)\s+#\s*(.*)", block)]
-    assert printed == expected
-
-
-def test_readme_binaries_are_installed_console_scripts():
-    import sys
-
-    text = open(README, encoding="utf-8").read()
-    names = sorted(set(re.findall(r"`(albert-[a-z-]+)", text)))
-    assert "albert-pretrain" in names and "albert-convert" in names
-    scripts = os.path.dirname(sys.executable)
-    setup = open(os.path.join(os.path.dirname(README), "setup.py"), encoding="utf-8").read()
-    for name in names:
-        assert f'"{name}=' in setup, f"README names {name}, setup.py declares no such console script"
-        assert os.path.exists(os.path.join(scripts, name)), f"{name} is not installed next to {sys.executable}"
+REPO = doc_blocks.REPO
+MAX_LINES = 200  # a page read in five minutes; the detail lives in docs/
 
 
 def _readme() -> str:
-    return open(README, encoding="utf-8").read()
+    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+        return f.read()
 
 
-def test_readme_finetuning_example_runs(tmp_path, monkeypatch):
-    """The fine-tuning Python example trains, predicts and saves, on a tiny pretrained folder."""
-    import numpy as np
-
-    import albert_tf
-    from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm
-
-    block = next(b for b in re.findall(r"```python\n(.*?)```", _readme(), re.S)
-                 if "AlbertClassifier.from_pretrained" in b)
-    spm = train_tiny_spm(str(tmp_path))
-    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(tiny_config()), str(tmp_path / "demo_output" / "model"),
-                              spm_model_file=spm)
-    monkeypatch.chdir(tmp_path)
-    scope = {}
-    exec(compile(block, "README.md", "exec"), scope)
-    assert np.asarray(scope["clf"].predict(["a fine film", "a dull one"])).shape == (2, 2)
-    restored = albert_tf.load_task_model("my_classifier/")
-    np.testing.assert_allclose(restored.predict(["a fine film"]), scope["clf"].predict(["a fine film"]),
-                               atol=1e-5)
+def front_page_problems(text: str, docs_pages) -> list:
+    """What keeps `text` from being the front page: its length, missing commands, unlinked docs pages."""
+    problems = []
+    if len(text.splitlines()) > MAX_LINES:
+        problems.append(f"{len(text.splitlines())} lines, over {MAX_LINES}: move the detail to a docs/ page")
+    shown = [c.text for b in doc_blocks.parse_blocks(text, "README.md") if b.lang == "bash"
+             for c in doc_blocks.commands(b)]
+    for prefix in ("albert-demo ", "bash .ci/run", "python -m pytest "):
+        if not any(c.startswith(prefix) for c in shown):
+            problems.append(f"no command starting with {prefix!r} in a bash block")
+    if not any(b.lang == "python" and "from_preset" in b.text for b in doc_blocks.parse_blocks(text, "README.md")):
+        problems.append("no python example of the library (AlbertConfig.from_preset)")
+    for page in docs_pages:
+        if f"]({page})" not in text:
+            problems.append(f"no link to {page}")
+    return problems
 
 
-def test_readme_serving_commands_are_the_tested_ones():
-    """The REST bodies and saved_model_cli commands shown are those test_export runs."""
-    import json
+def test_readme_is_the_front_page():
+    docs_pages = sorted(os.path.relpath(p, REPO) for p in glob.glob(os.path.join(REPO, "docs", "*.md")))
+    assert len(docs_pages) >= 8
+    problems = front_page_problems(_readme(), docs_pages)
+    assert not problems, "\n".join(problems)
 
-    from tests.albert_tf import test_export
 
-    text = _readme()
-    bodies = [json.loads(b) for b in re.findall(r"-d '(\{.*?\})'", text)]
-    assert len(bodies) >= 3
-    for body in bodies:
-        assert body in test_export.REST_REQUESTS.values(), body
-    commands = [" ".join(c.replace("\\\n", " ").split())
-                for c in re.findall(r"```bash\n((?:python -c|saved_model_cli run).*?)\n```", text, re.S)]
-    expected = {" ".join(c.replace("MODEL_DIR", "exports/albert_sst2/1").split())
-                for c in (test_export.README_CLI_RUN_TEXT,)}
-    expected.add(" ".join(test_export.README_CLI_RUN_IDS.replace("MODEL_DIR", "exports/albert_sst2_ids/1").split()))
-    assert set(commands) == expected
+def test_every_comparison_row_links_its_evidence():
+    table = [line for line in _readme().split("## How it compares", 1)[1].split("\n## ", 1)[0].splitlines()
+             if line.startswith("| ") and not line.startswith("| what ")]
+    assert len(table) >= 8
+    for row in table:
+        assert re.search(r"\]\([^)]+\)", row.rsplit("|", 2)[-2]), f"a row without a linked test or result: {row}"
+
+
+def test_a_long_or_bare_readme_is_not_a_front_page():
+    short = _readme()
+    assert front_page_problems(short + "\n" * MAX_LINES, [])[0].startswith(f"{len(short.splitlines()) + MAX_LINES}")
+    bare = "# albert-tf\n\n```bash\npip install -e .\n```\n"
+    assert front_page_problems(bare, ["docs/serving.md"]) == [
+        "no command starting with 'albert-demo ' in a bash block",
+        "no command starting with 'bash .ci/run' in a bash block",
+        "no command starting with 'python -m pytest ' in a bash block",
+        "no python example of the library (AlbertConfig.from_preset)",
+        "no link to docs/serving.md"]

@@ -42,8 +42,8 @@ HUGE_REQUESTS = {
     "multiple_choice": {"text": [HUGE], "choices": [[HUGE, "x", "y"]]},
 }
 
-# The README's TF Serving REST bodies (POST /v1/models/MODEL_NAME:predict) and the
-# output keys the README documents for them.
+# docs/serving.md's TF Serving REST bodies (POST /v1/models/MODEL_NAME:predict) and the
+# output keys the page documents for them (tests/test_docs.py holds the page to them).
 REST_REQUESTS = {
     "encoder": {"instances": [{"text": "A sentence to embed."}]},
     "encoder_pair": {"signature_name": "serve_text_pair",
@@ -72,7 +72,7 @@ DOCUMENTED_OUTPUTS = {
     "tagging": {"tags", "pieces", "tag_ids", "input_mask"},
 }
 REST_MODEL = {"encoder_pair": "encoder", "classifier_bare": "classifier", "classifier_ids": "classifier"}
-# The README's saved_model_cli commands (MODEL_DIR = the exported version folder).
+# docs/serving.md's saved_model_cli commands (MODEL_DIR = the exported version folder).
 README_CLI_RUN_IDS = ("saved_model_cli run --dir MODEL_DIR --tag_set serve --signature_def serve_token_ids "
                       "--input_exprs 'input_ids=[[2,30,41,3]];input_mask=[[1,1,1,1]];segment_ids=[[0,0,0,0]]'")
 README_CLI_RUN_TEXT = ("python -c 'import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli "
@@ -501,7 +501,7 @@ def test_tagging_tag_per_piece(exported):
 
 @pytest.mark.parametrize("name", sorted(REST_REQUESTS))
 def test_rest_request_bodies(exported, name):
-    """The README's REST bodies, batched as TF Serving's row format does, give the documented keys."""
+    """docs/serving.md's REST bodies, batched as TF Serving's row format does, give the documented keys."""
     result = exported["results"]["rest_" + name]
     assert set(result["outputs"]) == exported["expected"]["rest_" + name]
     batch = len(REST_REQUESTS[name]["instances"])
@@ -564,7 +564,7 @@ def test_saved_model_cli_show_lists_signatures_with_dynamic_batch(exported):
     assert "shape: (-1, -1)" in blocks["serve_token_ids"]
 
 
-def test_readme_saved_model_cli_run_commands(exported):
+def test_docs_saved_model_cli_run_commands(exported):
     text = _cli(README_CLI_RUN_TEXT, exported["paths"]["classifier"])
     assert text.returncode == 0, text.stderr[-2000:]
     label = re.search(r"Result for output key label:\n\[b'(\w+)'\]", text.stdout)

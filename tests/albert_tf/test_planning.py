@@ -339,10 +339,10 @@ def test_binary_refuses_bad_values_in_one_line(args, flag):
     assert len(lines) == 1 and lines[0].startswith(f"albert-plan: {flag}"), result.stderr
 
 
-def test_readme_plan_command_prints_what_the_readme_shows():
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+def test_docs_plan_command_prints_what_the_page_shows():
+    text = open(os.path.join(ROOT, "docs", "scaling.md"), encoding="utf-8").read()
     match = re.search(r"```bash\n(albert-plan [^\n]*)\n```\n+\s*```text\n(.*?)```", text, re.S)
-    assert match, "README.md has no albert-plan command followed by its output"
+    assert match, "docs/scaling.md has no albert-plan command followed by its output"
     command, shown = match.group(1).split(), match.group(2)
     result = _run_plan(*command[1:])
     assert result.returncode == 0, result.stderr

@@ -205,13 +205,13 @@ def test_warmup_inputs_follow_the_signature():
         warmup.warmup_inputs(floats.get_concrete_function())
 
 
-def test_readme_batching_file_is_one_tf_serving_accepts():
-    """The README's batching_parameters_file: allowed_batch_sizes increase and end at max_batch_size (TF
+def test_docs_batching_file_is_one_tf_serving_accepts():
+    """docs/serving.md's batching_parameters_file: allowed_batch_sizes increase and end at max_batch_size (TF
     Serving refuses the file otherwise), and pad_variable_length_inputs stays off (it pads input_mask with 1)."""
     import re
 
-    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
-    block = re.search(r"```\n(max_batch_size \{.*?)```", text, re.S).group(1)
+    text = open(os.path.join(REPO, "docs", "serving.md"), encoding="utf-8").read()
+    block = re.search(r"```(?:text)?\n(max_batch_size \{.*?)```", text, re.S).group(1)
     scalars = dict(re.findall(r"^(\w+) \{ value: (\d+) \}$", block, re.M))
     allowed = [int(v) for v in re.findall(r"^allowed_batch_sizes: (\d+)$", block, re.M)]
     assert set(scalars) == {"max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches"}
