@@ -60,10 +60,18 @@ def test_summary_counts(baseline, corpus_file):
 def test_two_runs_are_byte_identical(baseline, tmp_path, corpus_file, spm_model):
     out, _ = baseline
     # The same settings as a config object; batching and parallelism change nothing.
+    # progress_interval_s=0: progress after every batch of 5 documents.
     config = pipelines.PretrainingDataConfig(**dict(SETTINGS, docs_per_batch=5),
-                                             num_parallel_calls=1)
-    pipelines.create_pretraining_data([corpus_file], spm_model, str(tmp_path), config)
+                                             num_parallel_calls=1, progress_interval_s=0.0)
+    seen = []
+    summary = pipelines.create_pretraining_data(
+        [corpus_file], spm_model, str(tmp_path), config,
+        progress=lambda s: seen.append((s.documents, s.instances, s.seconds)))
     assert shard_bytes(str(tmp_path)) == shard_bytes(out)
+    # The running summary, once per batch: 120 documents in 24 batches, counts growing to the final ones.
+    assert len(seen) == 24 and [d for d, _, _ in seen] == list(range(5, 121, 5))
+    assert seen[-1][1] == summary.instances and all(a[1] <= b[1] for a, b in zip(seen, seen[1:]))
+    assert all(0 < t <= summary.seconds for _, _, t in seen)
     # docs_per_batch does not change SOP shards, so it is not in the manifest.
     assert manifest_text(str(tmp_path)) == manifest_text(out)
 
@@ -457,30 +465,30 @@ def test_unknown_setting_is_named(tmp_path, corpus_file, spm_model):
 
 
 def test_spill_router_keeps_order_with_few_open_files(tmp_path):
-    from pipelines import create
+    from pipelines.create import spill
 
     rng = np.random.default_rng(0)
     paths = [str(tmp_path / f"spill-{i}") for i in range(11)]
     writes = [(int(rng.integers(11)), f"record {n}".encode()) for n in range(500)]
     # max_open=2: 11 files need three levels of staging files.
-    router = create._SpillRouter(paths, str(tmp_path / ".staging"), max_open=2)
+    router = spill.SpillRouter(paths, str(tmp_path / ".staging"), max_open=2)
     for index, record in writes:
         router.write(index, record)
     router.finish()
     for i, path in enumerate(paths):
-        got = list(create._read_framed(path))
+        got = list(spill.read_framed(path))
         assert got == [record for index, record in writes if index == i]
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p) for p in paths)
 
 
 @pytest.mark.parametrize("max_open", [2, 16])
 def test_framed_chunks_from_the_graph_match_per_record_writes(tmp_path, max_open):
-    # _spill_chunks frames and joins in the graph what _FramedWriter.write
+    # spill_chunks frames and joins in the graph what FramedWriter.write
     # frames one record at a time: the spill files must be byte-identical,
     # directly written (max_open=16) or through staging files (max_open=2).
     import tensorflow as tf
 
-    from pipelines import create
+    from pipelines.create import spill
 
     rng = np.random.default_rng(1)
     batches = []
@@ -491,14 +499,14 @@ def test_framed_chunks_from_the_graph_match_per_record_writes(tmp_path, max_open
                    for _ in range(size)]
         batches.append((records, rng.integers(0, 5, size)))
     paths = {kind: [str(tmp_path / f"{kind}-{i}") for i in range(5)] for kind in ("a", "b")}
-    one_by_one = create._SpillRouter(paths["a"], str(tmp_path / ".sa"), max_open=max_open)
-    joined = create._SpillRouter(paths["b"], str(tmp_path / ".sb"), max_open=max_open)
-    for records, spill in batches:
-        for record, index in zip(records, spill.tolist()):
+    one_by_one = spill.SpillRouter(paths["a"], str(tmp_path / ".sa"), max_open=max_open)
+    joined = spill.SpillRouter(paths["b"], str(tmp_path / ".sb"), max_open=max_open)
+    for records, targets in batches:
+        for record, index in zip(records, targets.tolist()):
             one_by_one.write(index, record)
-        chunks, sizes = create._spill_chunks(tf.constant(records, tf.string, shape=[len(records)]),
-                                             tf.constant(spill, tf.int64), 5)
-        assert sizes.numpy().tolist() == np.bincount(spill, minlength=5).tolist()
+        chunks, sizes = spill.spill_chunks(tf.constant(records, tf.string, shape=[len(records)]),
+                                           tf.constant(targets, tf.int64), 5)
+        assert sizes.numpy().tolist() == np.bincount(targets, minlength=5).tolist()
         for index in np.flatnonzero(sizes.numpy()).tolist():
             joined.write_framed(index, chunks.numpy()[index])
     one_by_one.finish()
@@ -509,20 +517,20 @@ def test_framed_chunks_from_the_graph_match_per_record_writes(tmp_path, max_open
 
 
 def test_read_framed_across_block_boundaries(tmp_path):
-    from pipelines import create
+    from pipelines.create import spill
 
     records = [b"", b"x" * 5, b"y" * 20, b"z"]
     path = str(tmp_path / "spill")
-    writer = create._FramedWriter(path)
+    writer = spill.FramedWriter(path)
     for record in records:
         writer.write(record)
     writer.close()
     for block in (1, 3, 8, 9, 1 << 20):
-        assert list(create._read_framed(path, block_bytes=block)) == records
+        assert list(spill.read_framed(path, block_bytes=block)) == records
     with open(path, "ab") as f:
         f.write(b"\x05\x00")  # a partial header: a truncated file is an error
     with pytest.raises(ValueError, match="Truncated spill file"):
-        list(create._read_framed(path, block_bytes=4))
+        list(spill.read_framed(path, block_bytes=4))
 
 
 BOUNDED_FILES_SCRIPT = textwrap.dedent("""
@@ -539,7 +547,7 @@ BOUNDED_FILES_SCRIPT = textwrap.dedent("""
 def test_many_shards_under_a_low_open_file_limit(tmp_path, spm_model, monkeypatch):
     # 300 shards with `ulimit -n 64`: old code opened one writer per shard and
     # failed with "Too many open files".
-    from pipelines import create
+    from pipelines.create import spill
 
     small = write_corpus(str(tmp_path / "small.txt"), num_docs=40, seed=3)
     limited = str(tmp_path / "limited")
@@ -548,7 +556,7 @@ def test_many_shards_under_a_low_open_file_limit(tmp_path, spm_model, monkeypatc
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     # The same shards as writing every spill file directly (no open-file limit).
-    monkeypatch.setattr(create, "max_open_writers", lambda: 1000)
+    monkeypatch.setattr(spill, "max_open_writers", lambda: 1000)
     direct = str(tmp_path / "direct")
     pipelines.create_pretraining_data([small], spm_model, direct, max_seq_length=32,
                                       max_predictions_per_seq=5, dupe_factor=1,
@@ -562,12 +570,12 @@ def test_many_shards_under_a_low_open_file_limit(tmp_path, spm_model, monkeypatc
 def test_max_open_writers_follows_the_open_file_limit():
     import resource
 
-    from pipelines import create
+    from pipelines.create import spill
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (100, hard))
-        assert create.max_open_writers() == (100 - 32) // 2
+        assert spill.max_open_writers() == (100 - 32) // 2
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-    assert create.max_open_writers() <= create.MAX_OPEN_WRITERS == 256
+    assert spill.max_open_writers() <= spill.MAX_OPEN_WRITERS == 256

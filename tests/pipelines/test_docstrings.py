@@ -8,7 +8,8 @@ import re
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = ["pipelines/__init__.py", "pipelines/corpus.py", "pipelines/create.py",
+FILES = ["pipelines/__init__.py", "pipelines/corpus.py", "pipelines/create/__init__.py", "pipelines/create/config.py",
+         "pipelines/create/manifest.py", "pipelines/create/run.py", "pipelines/create/spill.py",
          "pipelines/instances.py", "pipelines/masking.py", "pipelines/random_ops.py",
          "pipelines/stdlib_corpus.py", "pipelines/tfrecords.py", "pipelines/tokenizer.py",
          "pipelines/bin/create_pretraining_data.py", "flags/pipeline_flags.py"]
