@@ -5,6 +5,10 @@ It gives each console script the same behaviour:
 * TensorFlow's C++ start-up log (oneDNN notices, "failed call to cuInit" on a
   machine without a GPU, CPU-feature notices) stays quiet unless the user set
   TF_CPP_MIN_LOG_LEVEL themselves;
+* TensorFlow's and Keras's Python INFO notices, which reach the same absl log
+  as the binary's own lines (`functional_saver.py:440] Sharding callback
+  duration: 51 microseconds` after every checkpoint save), are hidden at the
+  default verbosity (`hide_internal_notices`); --verbosity=1 shows everything;
 * `--help` / `--helpshort` print the binary's usage text and its own flags,
   grouped by flag group (absl alone looks for both in `__main__`, which for an
   installed console script is the generated wrapper, and prints neither);
@@ -26,6 +30,8 @@ Usage, at the bottom of a binary module (which imports TensorFlow only inside
 
 from __future__ import annotations
 
+import importlib.util
+import logging as std_logging
 import os
 import re
 import sys
@@ -136,6 +142,66 @@ def _start_tensorflow_quietly() -> None:
         logging.warning(
             "This machine has an NVIDIA driver but TensorFlow sees no GPU; run with TF_CPP_MIN_LOG_LEVEL=0 "
             "to see TensorFlow's reasons.")
+
+
+# Packages whose INFO lines are their own internal notices, not the binary's story.
+INTERNAL_NOTICE_PACKAGES = ("tensorflow", "keras", "tf_keras", "tensorflow_text", "tensorboard")
+
+
+def package_folders(names) -> list[str]:
+    """The folders of the installed packages among `names` (found without importing them)."""
+    folders = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            folders.extend(spec.submodule_search_locations)
+    return folders
+
+
+class InternalNoticeFilter(std_logging.Filter):
+    """Drops INFO and DEBUG records logged by code inside `folders`; warnings and errors pass.
+
+    The record's pathname is the file that called the logger (absl finds it),
+    so TensorFlow's notices are told from the binary's lines by where they come
+    from, not by their text.
+
+    Args:
+        folders: package folders (`package_folders`).
+
+    Example:
+        >>> notices = InternalNoticeFilter(["/site/tensorflow"])
+        >>> def record(path, level=std_logging.INFO):
+        ...     return std_logging.LogRecord("absl", level, path, 1, "a notice", None, None)
+        >>> [notices.filter(record(p)) for p in ("/site/tensorflow/python/saver.py", "/work/albert_tf/x.py",
+        ...                                      "/site/tensorflow_text/y.py")]
+        [False, True, True]
+        >>> notices.filter(record("/site/tensorflow/python/saver.py", std_logging.WARNING))
+        True
+    """
+
+    def __init__(self, folders):
+        super().__init__()
+        self._folders = tuple(os.path.join(os.path.realpath(f), "") for f in folders)
+        self._inside: dict[str, bool] = {}
+
+    def filter(self, record: std_logging.LogRecord) -> bool:
+        if record.levelno >= std_logging.WARNING:
+            return True
+        inside = self._inside.get(record.pathname)
+        if inside is None:
+            inside = os.path.realpath(record.pathname).startswith(self._folders)
+            self._inside[record.pathname] = inside
+        return not inside
+
+
+def hide_internal_notices() -> InternalNoticeFilter:
+    """Adds an `InternalNoticeFilter` of TensorFlow's and Keras's folders to absl's handler; returns it."""
+    notices = InternalNoticeFilter(package_folders(INTERNAL_NOTICE_PACKAGES))
+    logging.get_absl_handler().addFilter(notices)
+    return notices
 
 
 def _group_title(function_name: str) -> str:
@@ -335,6 +401,8 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
         return remaining
 
     def guarded_main(argv):
+        if FLAGS.verbosity < 1:  # --verbosity=1 shows TensorFlow's notices too
+            hide_internal_notices()
         try:
             return main(argv)
         except app.UsageError:
