@@ -365,6 +365,38 @@ def load_checkpoint_with_report(path: str, config: Optional[AlbertConfig] = None
 
 
 # -------------------------------------------------------------------- saving
+def sorted_metadata(blob: bytes) -> bytes:
+    """A safetensors file's bytes with its `__metadata__` keys in sorted order.
+
+    safetensors' serializer writes the metadata in hash order, which changes
+    from process to process: equal weights gave different files, so a rerun of
+    a finished run rewrote its model. The header keeps its length (the same
+    keys, values and compact JSON), so the tensors' offsets do not move.
+
+    Args:
+        blob: what `safetensors.numpy.save` returned.
+
+    Returns:
+        The same file with the metadata sorted.
+
+    Example:
+
+    >>> from safetensors.numpy import save
+    >>> blob = sorted_metadata(save({"w": np.zeros(2, np.float32)}, metadata={"b": "1", "a": "2"}))
+    >>> blob[8:45]
+    b'{"__metadata__":{"a":"2","b":"1"},"w"'
+    """
+    size = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + size])
+    if "__metadata__" not in header:
+        return blob
+    header["__metadata__"] = dict(sorted(header["__metadata__"].items()))
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(text) > size:  # cannot happen for the serializer's compact JSON; never write a broken header
+        return blob
+    return blob[:8] + text.ljust(size, b" ") + blob[8 + size:]
+
+
 def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None) -> str:
     """Writes our format: albert_config.json + model.weights.safetensors (+ spm.model).
 
@@ -387,7 +419,7 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     os.makedirs(output_dir, exist_ok=True)
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
     with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
-        f.write(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing}))
+        f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing})))
     model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
     if spm_model_file:
         atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))

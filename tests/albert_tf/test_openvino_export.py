@@ -267,6 +267,103 @@ def test_packed_and_padded_ids_models_agree_at_real_positions(setup):
     assert not np.any(out[True]["sequence_output"][~real]) and np.all(out[False]["sequence_output"][~real] != 0)
 
 
+# ---------------------------------------------------------------- the classifier's other variants
+# The contract matrix's rows (tests/contracts/matrix.py) beside the single-text classifier above.
+VARIANTS = ("classifier_pair", "classifier_regression", "classifier_mean_pooling")
+
+
+def _albert_export(argv):
+    """The installed albert-export binary, in its own process."""
+    import subprocess
+    import sys
+
+    binary = os.path.join(os.path.dirname(sys.executable), "albert-export")
+    proc = subprocess.run([binary, *argv], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
+def _centre_logits(model, texts):
+    """Shifts the head's bias so the logits average 0 over `texts`: with random weights one class would win
+    every text, and a `label` output stuck on it would pass."""
+    import tensorflow as tf
+
+    logits = model(tf.constant(texts)).numpy()
+    bias = next(v for v in model.weights if "bias" in v.path and tuple(v.shape) == (model.num_classes,))
+    bias.assign(bias.numpy() - logits.mean(axis=0))
+
+
+@pytest.fixture(scope="module")
+def variants(setup):
+    """row -> (OpenVINO version folder, SavedModel folder), float32 models with randomised weights.
+
+    Pairs: the ids model (the text model takes one text; pairs go through ids). Regression: exported by the
+    installed `albert-export --format=openvino` from the saved task model. Mean pooling: the text model.
+    """
+    import albert_tf
+    from albert_tf.export import export_saved_model
+    from albert_tf.export.openvino import export_openvino
+
+    root, config, pre = setup["root"], setup["config"], setup["pre"]
+    models = {"classifier_pair": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
+              "classifier_regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre),
+              "classifier_mean_pooling": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, pooling="mean",
+                                                                    label_names=LABELS)}
+    out = {}
+    for seed, (row, model) in enumerate(models.items(), start=3):
+        _randomise(model, seed)
+        _centre_logits(model, EDGE_TEXTS)
+        saved = export_saved_model(model, os.path.join(root, "sm_" + row), max_seq_length=MAX_LEN)
+        folder = os.path.join(root, "ov_" + row)
+        if row == "classifier_regression":
+            task_model = albert_tf.save_task_model(model, os.path.join(root, "finetuned_" + row))
+            log = _albert_export([f"--checkpoint={task_model}", "--head=classifier", "--format=openvino",
+                                  f"--export_dir={folder}"])
+            assert "(OpenVINO IR for OpenVINO Model Server)" in log, log[-3000:]
+            path = os.path.join(folder, "1")
+        else:
+            path = export_openvino(model, folder, max_seq_length=MAX_LEN,
+                                   text_signatures=row != "classifier_pair")
+        out[row] = (path, saved)
+    return out
+
+
+@pytest.mark.parametrize("row", VARIANTS)
+def test_classifier_variant_equals_saved_model(setup, variants, row):
+    """Each variant's OpenVINO model answers as its SavedModel at float32 precision: pairs (the ids model on
+    [CLS] text [SEP] text_pair [SEP], against serve_text_pair), regression (`value`, no `label`) and mean
+    pooling (text models, against serving_default), on the edge texts and the swept code points."""
+    import tensorflow as tf
+
+    path, saved = variants[row]
+    texts = EDGE_TEXTS + CODE_POINT_TEXTS
+    signatures = tf.saved_model.load(saved).signatures
+    compiled = _compiled(path)
+    if row == "classifier_pair":
+        pairs = texts[::-1]
+        want = signatures["serve_text_pair"](text=tf.constant(texts), text_pair=tf.constant(pairs))
+        ids = {k: v.numpy() for k, v in setup["pre"](tf.constant(texts), tf.constant(pairs)).items()}
+        assert ids["segment_ids"].any()  # the pairs' second segment reaches the model
+        got = compiled(ids)
+    else:
+        want = signatures["serving_default"](text=tf.constant(texts))
+        assert [i.get_any_name() for i in compiled.inputs] == ["text"]
+        got = compiled({"text": np.array(texts)})
+    want = {k: v.numpy() for k, v in want.items()}
+    names = {n for out in compiled.outputs for n in out.get_names()}
+    assert set(want) <= names, (sorted(want), sorted(names))
+    for name in ("value", "logits") if row == "classifier_regression" else ("logits", "probabilities"):
+        assert name == "probabilities" or np.ptp(want[name]) > 0.5, (name, want[name])  # outputs of order 1
+        assert _close(got[name], want[name], F32_RELATIVE), name
+        assert not _close(np.roll(got[name], 1, axis=0), want[name], F32_RELATIVE), name  # the bound can fail
+    if row == "classifier_regression":
+        assert "label" not in names and "label" not in want
+    else:
+        assert got["label"].tolist() == [b.decode("utf-8") for b in want["label"]]
+        assert len(set(got["label"].tolist())) > 1
+
+
 # ---------------------------------------------------------------- the Unicode sweep's OpenVINO half
 SWEEP_TEMPLATES = ("ka {}", "ka {} lo", "{}")
 BMP = [c for c in range(0x10000) if not 0xD800 <= c < 0xE000]

@@ -8,6 +8,7 @@ process may have defined a shared flag first with its own default).
 """
 
 import csv
+import hashlib
 import os
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
@@ -28,6 +29,19 @@ def regression_csv(folder: str, n_train: int = 12, n_dev: int = 4) -> str:
                 words = [finetune_data.WORDS[(i * 3 + k + offset) % 8] for k in range(4)]
                 writer.writerow([" ".join(words), f"{words.count('ka') / 4:.2f}"])
     return folder
+
+
+def file_digests(folder: str) -> Dict[str, str]:
+    """sha256 of every file under `folder` (the model, run state, checkpoints, best_dev.json...), by relative path."""
+    digests = {}
+    for root, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(root, name)
+            if os.path.relpath(path, folder).split(os.sep)[0] in ("train", "eval") or name.startswith(".albert-lock"):
+                continue  # TensorBoard event files (a rerun may add empty ones) and the folder lock (pid, host)
+            with open(path, "rb") as f:
+                digests[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
+    return digests
 
 
 class Head(NamedTuple):

@@ -16,11 +16,12 @@ import ast
 import os
 import subprocess
 import sys
-from typing import Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 README = os.path.join(REPO, "tests", "contracts", "README.md")
 RESUME = "tests/contracts/test_resume.py"
+PRETRAIN = "tests/contracts/test_pretrain_resume.py"
 EXPORTS = "tests/contracts/test_exports.py"
 OPENVINO = "tests/albert_tf/test_openvino_export.py"
 
@@ -31,22 +32,46 @@ OPENVINO_ROWS = ("encoder", "classifier_single", "classifier_pair", "classifier_
                  "classifier_mean_pooling")
 
 
-class Column(NamedTuple):
-    title: str
+# albert-pretrain trains the pretrainer, and with it the encoder: its tests fill both rows.
+PRETRAINING_ROWS = ("encoder", "pretrainer")
+ROWS_FROM_IDS = None  # a source whose parametrized ids name its rows
+
+
+class Source(NamedTuple):
+    """Tests of one promise: a test function of a file, and its rows (ROWS_FROM_IDS: its ids name them)."""
+
     path: str
     function: str
+    rows: Optional[Tuple[str, ...]] = ROWS_FROM_IDS
+
+
+class Column(NamedTuple):
+    title: str
+    sources: Tuple[Source, ...]
 
 
 COLUMNS = (
-    Column("kill -9, resume", RESUME, "test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run"),
-    Column("--do_train rerun", RESUME, "test_do_train_rerun_of_a_finished_run_trains_nothing_and_changes_nothing"),
-    Column("rerun refusals", RESUME, "test_rerun_with_another_setting_is_refused_naming_it"),
-    Column("albert-export", EXPORTS, "test_binary"),
-    Column("SavedModel = library", EXPORTS, "test_library"),
-    Column("OpenVINO = SavedModel", OPENVINO, ""),
-    Column("empty batch", EXPORTS, "test_empty"),
-    Column("hostile strings", EXPORTS, "test_hostile"),
-    Column("metadata", EXPORTS, "test_metadata"),
+    Column("kill -9, resume", (
+        Source(RESUME, "test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run"),
+        Source(PRETRAIN, "test_albert_pretrain_killed_mid_run_then_rerun_equals_an_uninterrupted_run",
+               PRETRAINING_ROWS))),
+    Column("--do_train rerun", (
+        Source(RESUME, "test_do_train_rerun_of_a_finished_run_trains_nothing_and_changes_nothing"),
+        Source(PRETRAIN, "test_albert_pretrain_rerun_of_a_finished_run_changes_nothing", PRETRAINING_ROWS))),
+    Column("rerun refusals", (
+        Source(RESUME, "test_rerun_with_another_setting_is_refused_naming_it"),
+        Source(PRETRAIN, "test_albert_pretrain_rerun_with_another_setting_is_refused_naming_it", PRETRAINING_ROWS))),
+    Column("albert-export", (Source(EXPORTS, "test_binary"),)),
+    Column("SavedModel = library", (Source(EXPORTS, "test_library"),)),
+    Column("OpenVINO = SavedModel", (
+        Source(OPENVINO, "test_text_model_equals_saved_model_on_edge_texts", ("encoder",)),
+        Source(OPENVINO, "test_unicode_sweep_text_model_tokenizer_equals_saved_models", ("encoder",)),
+        Source(OPENVINO, "test_text_model_of_a_classifier_equals_saved_model", ("classifier_single",)),
+        Source(OPENVINO, "test_classifier_variant_equals_saved_model"),
+        Source(EXPORTS, "test_openvino_refusal"))),
+    Column("empty batch", (Source(EXPORTS, "test_empty"),)),
+    Column("hostile strings", (Source(EXPORTS, "test_hostile"),)),
+    Column("metadata", (Source(EXPORTS, "test_metadata"),)),
 )
 
 
@@ -61,11 +86,26 @@ def collect(paths: Sequence[str]) -> List[str]:
     return nodes
 
 
-def test_functions(path: str) -> List[str]:
-    """The test functions defined in a file (read from its source)."""
+def source_nodes(path: str) -> List[str]:
+    """The node ids of a file's tests as read from its source (for a file that only collects in another
+    environment): `path::function`, or `path::function[id]` for each literal value of a `row` parametrization."""
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
         tree = ast.parse(f.read())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+    constants = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                 if isinstance(t, ast.Name)}
+    nodes = []
+    for function in tree.body:
+        if not (isinstance(function, ast.FunctionDef) and function.name.startswith("test_")):
+            continue
+        ids = []
+        for decorator in function.decorator_list:
+            if (isinstance(decorator, ast.Call) and getattr(decorator.func, "attr", "") == "parametrize"
+                    and isinstance(decorator.args[0], ast.Constant) and decorator.args[0].value == "row"):
+                values = decorator.args[1]
+                values = constants.get(values.id, values) if isinstance(values, ast.Name) else values
+                ids = [v.value for v in getattr(values, "elts", ())]
+        nodes += [f"{path}::{function.name}[{i}]" for i in ids] or [f"{path}::{function.name}"]
+    return nodes
 
 
 def _row_of(node: str) -> List[str]:
@@ -75,23 +115,17 @@ def _row_of(node: str) -> List[str]:
     return [part for part in node[node.index("[") + 1:-1].split("-") if part in ROWS]
 
 
-def cells(nodes: Sequence[str], openvino_tests: Sequence[str]) -> Dict[str, Dict[str, List[str]]]:
+def cells(nodes: Sequence[str]) -> Dict[str, Dict[str, List[str]]]:
     """row -> column title -> the tests of that cell (short names: function[ids])."""
     table = {row: {c.title: [] for c in COLUMNS} for row in ROWS}
     for node in nodes:
         path, test = node.split("::", 1)
         function = test.split("[", 1)[0]
         for column in COLUMNS:
-            if column.path == path and column.function == function:
-                for row in _row_of(test):
-                    table[row][column.title].append(test)
-    for row in ROWS:
-        if row in OPENVINO_ROWS:  # the classifier's tests name it (one single-text classifier); others: the encoder's
-            table[row]["OpenVINO = SavedModel"] = [t for t in openvino_tests if "equal" in t and (
-                ("classifier" in t) == row.startswith("classifier")) and row in ("encoder", "classifier_single")]
-        else:
-            table[row]["OpenVINO = SavedModel"] = [t for t in (f"test_openvino_refusal[{row}]",)
-                                                   if any(n.endswith("::" + t) for n in nodes)]
+            for source in column.sources:
+                if source.path == path and source.function == function:
+                    for row in _row_of(test) if source.rows is ROWS_FROM_IDS else source.rows:
+                        table[row][column.title].append(test)
     return table
 
 
@@ -103,8 +137,9 @@ def render(table: Dict[str, Dict[str, List[str]]]) -> str:
         "tests; \"refused\" cells check the refusal message; \"-\" is a cell no test covers yet. Files:",
         "",
     ]
-    files = {c.path for c in COLUMNS}
-    lines += [f"- `{path}`: " + ", ".join(c.title for c in COLUMNS if c.path == path) for path in sorted(files)]
+    files = {source.path for c in COLUMNS for source in c.sources}
+    lines += [f"- `{path}`: " + ", ".join(c.title for c in COLUMNS if path in {source.path for source in c.sources})
+              for path in sorted(files)]
     lines += ["- The OpenVINO column: the tests of `" + OPENVINO + "` that compare with the SavedModel run in the",
               "  [openvino] environment for the heads with an OpenVINO export; the other heads' cell is the",
               "  binary's refusal (`" + EXPORTS + "::test_openvino_refusal`).", ""]
@@ -134,8 +169,8 @@ def render(table: Dict[str, Dict[str, List[str]]]) -> str:
 
 def generate() -> str:
     """The README's text, from the tests as they are now."""
-    nodes = collect([RESUME, EXPORTS])
-    return render(cells(nodes, test_functions(OPENVINO)))
+    nodes = collect([RESUME, EXPORTS, PRETRAIN])
+    return render(cells(nodes + source_nodes(OPENVINO)))
 
 
 def main(argv: Sequence[str]) -> None:

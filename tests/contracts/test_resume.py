@@ -31,7 +31,7 @@ from absl import flags
 import albert_tf
 from albert_tf.bin import finetune
 from albert_tf.tasks import callbacks as cb
-from tests.contracts.conftest import HEADS, finetune_argv
+from tests.contracts.conftest import HEADS, file_digests, finetune_argv
 
 FLAGS = flags.FLAGS
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,19 +78,6 @@ def _resume_state(output_dir):
 
 def _position(state):
     return tuple(int(state[f"{name}/.ATTRIBUTES/VARIABLE_VALUE"]) for name in ("batches", "data_pass", "pass_batch"))
-
-
-def _file_digests(folder):
-    """sha256 of every file under `folder` (the model, run state, resume checkpoint, best_dev.json...)."""
-    digests = {}
-    for root, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(root, name)
-            if os.path.relpath(path, folder).split(os.sep)[0] in ("train", "eval") or name.startswith(".albert-lock"):
-                continue  # TensorBoard event files (a rerun may add empty ones) and the folder lock (pid, host)
-            with open(path, "rb") as f:
-                digests[os.path.relpath(path, folder)] = hashlib.sha256(f.read()).hexdigest()
-    return digests
 
 
 @pytest.fixture(scope="module")
@@ -152,13 +139,13 @@ def test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run(name, runs, con
 def test_do_train_rerun_of_a_finished_run_trains_nothing_and_changes_nothing(name, runs, contract_assets,
                                                                              monkeypatch):
     run = runs(name)
-    before = _file_digests(run["whole"])
+    before = file_digests(run["whole"])
     logged = []
     monkeypatch.setattr(finetune_logging(), "info", lambda fmt, *a: logged.append(fmt % a if a else fmt))
     _run(finetune_argv(HEADS[name], run["data"], run["whole"], contract_assets))
     assert any(line.startswith("Training already finished (6 steps)") for line in logged), logged
     assert not any(line.startswith("step ") for line in logged), logged
-    assert _file_digests(run["whole"]) == before
+    assert file_digests(run["whole"]) == before
 
 
 # One changed setting per case, and the words the refusal must hold.
@@ -180,7 +167,7 @@ def _sha256(path):
 @pytest.mark.parametrize("name", sorted(HEADS))
 def test_rerun_with_another_setting_is_refused_naming_it(name, change, runs, contract_assets):
     run = runs(name)
-    before = _file_digests(run["whole"])
+    before = file_digests(run["whole"])
     values = {"other_spm": contract_assets["other_spm"], "spm_sha": _sha256(contract_assets["spm"]),
               "other_sha": _sha256(contract_assets["other_spm"])}
     flag, message = (s.format(**values) for s in CHANGES[change])
@@ -188,7 +175,7 @@ def test_rerun_with_another_setting_is_refused_naming_it(name, change, runs, con
         _run(finetune_argv(HEADS[name], run["data"], run["whole"], contract_assets, flag))
     text = str(raised.value)
     assert "\n" not in text and text.startswith(f"--output_dir={run['whole']!r} holds a fine-tuning run"), text
-    assert _file_digests(run["whole"]) == before
+    assert file_digests(run["whole"]) == before
 
 
 def finetune_logging():
