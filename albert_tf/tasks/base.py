@@ -36,6 +36,13 @@ class TaskOptions:
         length_buckets: classification tasks train on batches of examples of
             similar length (each pass in random order), so little is
             computed on padding; False: batches of mixed length.
+        static_shapes: fixed input shapes, as a TPU needs
+            (`albert_tf.tasks.static_shapes`): training batches of exactly the
+            batch size (each pass drops its remainder), lengths padded to
+            the next of `static_lengths(max_seq_length, static_length_step)`,
+            evaluation's last batch filled with padding rows whose outputs
+            are dropped.
+        static_length_step: the step of those lengths.
     """
 
     max_seq_length: int = 128
@@ -53,6 +60,8 @@ class TaskOptions:
     dropout_rate: float = 0.1
     pooling: str = "pooled"
     length_buckets: bool = True
+    static_shapes: bool = False
+    static_length_step: int = 64
 
 
 class FinetuneTask:
@@ -94,21 +103,22 @@ class FinetuneTask:
                      pass_index: int) -> List[np.ndarray]:
         """The item indices of each batch of one pass, a function of (seed, pass_index) only.
 
-        Default: the `num_items` items in random order (`pipelines.finetune.common.shuffled_pass`).
+        Default: the `num_items` items in random order (`pipelines.finetune.common.shuffled_pass`),
+        full batches only under `options.static_shapes`.
         """
         from pipelines.finetune.common import shuffled_pass
 
-        return shuffled_pass(num_items, batch_size, seed, pass_index)
+        return shuffled_pass(num_items, batch_size, seed, pass_index, drop_remainder=self.options.static_shapes)
 
     def num_train_items(self, data: Any) -> int:
         """Rows of `train_items`."""
         return int(tf.nest.flatten(self.train_items(data))[0].shape[0])
 
     def batches_per_pass(self, data: Any, batch_size: int) -> int:
-        """Batches in one pass over the training items: ceil(items / batch_size)."""
+        """Batches in one pass over the training items: ceil(items / batch_size) (floor under static shapes)."""
         from pipelines.finetune.common import batches_per_pass
 
-        return batches_per_pass(self.num_train_items(data), batch_size)
+        return batches_per_pass(self.num_train_items(data), batch_size, self.options.static_shapes)
 
     def train_dataset(self, data: Any, batch_size: int, seed: int, start_batch: int = 0) -> tf.data.Dataset:
         """(inputs, targets) batches, pass after pass forever, from batch `start_batch` of that stream.
@@ -121,7 +131,7 @@ class FinetuneTask:
         items = self.train_items(data)
         n = int(tf.nest.flatten(items)[0].shape[0])
         ds = passes_dataset(items, lambda p: self.pass_batches(data, n, batch_size, seed, p), n, batch_size,
-                            start_batch)
+                            start_batch, drop_remainder=self.options.static_shapes)
         return ds.prefetch(tf.data.AUTOTUNE)
 
     # ------------------------------------------------------------ model
@@ -174,8 +184,18 @@ def pretrained_or_random(model_class, config, init_checkpoint: Optional[str], op
     return model_class(config, preprocessor=preprocessor, **head_kwargs)
 
 
-def predict_in_batches(model: keras.Model, inputs: Any, batch_size: int) -> Any:
-    """`model.predict` on a batched dataset of `inputs` (a tensor, tuple or dict of arrays)."""
+def predict_in_batches(model: keras.Model, inputs: Any, batch_size: int,
+                       options: Optional[TaskOptions] = None) -> Any:
+    """`model.predict` on a batched dataset of `inputs` (a tensor, tuple or dict of arrays).
+
+    With `options.static_shapes`, or a model compiled for XLA, the batches
+    reach the model as ids (`albert_tf.tasks.static_shapes.predict`): fixed
+    shapes with padding rows whose outputs are dropped.
+    """
+    from albert_tf.tasks import static_shapes
+
+    if (options is not None and options.static_shapes) or static_shapes.compiled_for_xla(model):
+        return static_shapes.predict(model, inputs, batch_size, options)
     # One-element tuples: Keras reads a 2-tuple element as (x, y), which would
     # split a (text, text_pair) input.
     dataset = tf.data.Dataset.from_tensor_slices((inputs,)).batch(batch_size)

@@ -147,14 +147,16 @@ class ClassificationTask(FinetuneTask):
     def pass_batches(self, data: ClassificationData, num_items: int, batch_size: int, seed: int, pass_index: int):
         """With `options.length_buckets` (and a SentencePiece model): batches of
         similar length, in random order (`pipelines.finetune.common.length_bucketed_pass`),
-        so a batch pads only to lengths close to its own; otherwise random batches."""
+        so a batch pads only to lengths close to its own; otherwise random batches.
+        Under `options.static_shapes`: full batches only."""
         from pipelines.finetune.common import length_bucketed_pass
 
         if not (self.options.length_buckets and self.options.spm_model_file):
             return super().pass_batches(data, num_items, batch_size, seed, pass_index)
         if data.lengths is None:
             data.lengths = packed_lengths(data, self.options)
-        return length_bucketed_pass(data.lengths, batch_size, seed, pass_index)
+        return length_bucketed_pass(data.lengths, batch_size, seed, pass_index,
+                                    drop_remainder=self.options.static_shapes)
 
     def build_model(self, config, init_checkpoint, train_data: ClassificationData) -> keras.Model:
         from albert_tf.models import AlbertClassifier
@@ -170,7 +172,7 @@ class ClassificationTask(FinetuneTask):
         return None if self.is_regression else [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     def logits(self, model: keras.Model, data: ClassificationData, batch_size: int) -> np.ndarray:
-        return np.asarray(predict_in_batches(model, data.inputs(), batch_size), np.float64)
+        return np.asarray(predict_in_batches(model, data.inputs(), batch_size, self.options), np.float64)
 
     def evaluate(self, model: keras.Model, data: ClassificationData, batch_size: int) -> Dict[str, float]:
         from albert_tf import metrics

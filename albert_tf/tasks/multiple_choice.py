@@ -62,7 +62,7 @@ class RaceTask(FinetuneTask):
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
 
     def _logits(self, model, data, batch_size) -> np.ndarray:
-        return np.asarray(predict_in_batches(model, _inputs(data), batch_size), np.float64)
+        return np.asarray(predict_in_batches(model, _inputs(data), batch_size, self.options), np.float64)
 
     def evaluate(self, model: keras.Model, data, batch_size: int) -> Dict[str, float]:
         from albert_tf import metrics

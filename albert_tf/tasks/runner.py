@@ -32,8 +32,10 @@ from typing import Any, Dict, List, Optional
 from absl import logging
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions
+from albert_tf.tasks.run_state import (  # noqa: F401 (the runner's names since they were written)
+    RUN_STATE_FILE, SETTINGS_ADDED_LATER, file_sha256, resolved_adam_epsilon, run_settings)
+from albert_tf.tasks.run_state import check_run_state as _check_run_state
 
-RUN_STATE_FILE = "finetune_run.json"
 EVAL_RESULTS_FILE = "eval_results.txt"
 OPTIMIZERS = ("adamw", "adamw_original")  # --optimizer: bias-corrected AdamW, the original's AdamW
 
@@ -63,6 +65,9 @@ class FinetuneOptions:
             None = one pass over the training data.
         strategy / tpu / num_gpus: `albert_tf.runtime.get_strategy` arguments.
         mixed_precision: auto, float32, bfloat16 or float16.
+        jit_compile: XLA-compile the training step (forward, backward, the
+            task loss, AdamW with its clipping) and inference; the text layer
+            then runs in the input pipeline (`albert_tf.tasks.static_shapes`).
         do_train / do_eval / do_predict: what to run.
         seed: head initialisation, dropout and data order.
         log_steps: progress line and summary interval.
@@ -93,6 +98,7 @@ class FinetuneOptions:
     tpu: Optional[str] = None
     num_gpus: Optional[int] = None
     mixed_precision: str = "auto"
+    jit_compile: bool = False
     do_train: bool = False
     do_eval: bool = False
     do_predict: bool = False
@@ -144,6 +150,8 @@ class FinetuneOptions:
             raise ValueError(
                 "--strategy='multi_worker_mirrored' does not work with Keras model.fit in Keras 3.15; "
                 "fine-tune on one host (--strategy=mirrored for several GPUs).")
+        if self.task_options.static_length_step < 1:
+            raise ValueError(f"--static_length_step must be positive, got {self.task_options.static_length_step!r}.")
         if self.task_options.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.task_options.max_seq_length!r}.")
 
@@ -250,6 +258,55 @@ def _make_optimizer(options: FinetuneOptions, schedule: Dict[str, int], model):
                             model=model if options.layerwise_lr_decay is not None else None)
 
 
+def compile_task_model(model, task: FinetuneTask, options: FinetuneOptions, schedule: Dict[str, int]):
+    """The runner's `model.compile`: the task's loss and metrics, AdamW with its schedule, and XLA
+    for the whole train step with `options.jit_compile` (the text layer then runs in the input
+    pipeline: `training_batches`). Call it inside the strategy's scope.
+
+    Raises:
+        ValueError: when Keras would silently drop XLA.
+    """
+    from albert_tf.tasks import static_shapes
+
+    with static_shapes.text_layer_in_pipeline(model):
+        model.compile(optimizer=_make_optimizer(options, schedule, model), loss=task.loss(),
+                      metrics=task.compile_metrics(), jit_compile=bool(options.jit_compile))
+    if bool(model.jit_compile) != bool(options.jit_compile):
+        raise ValueError(f"--jit_compile: Keras cannot XLA-compile {type(model).__name__}.")
+    return model
+
+
+def training_batches(task: FinetuneTask, model, train_data, options: FinetuneOptions, start_batch: int = 0):
+    """What `model.fit` trains on: the task's batches from `start_batch` on; under static shapes or
+    XLA as ids made in the input pipeline, with static shapes of exactly train_batch_size rows and
+    lengths from `static_shapes.static_lengths`."""
+    from albert_tf.tasks import static_shapes
+
+    t = options.task_options
+    dataset = task.train_dataset(train_data, options.train_batch_size, options.seed, start_batch=start_batch)
+    if t.static_shapes:
+        return static_shapes.model_input_batches(
+            dataset, model, static_shapes.static_lengths(t.max_seq_length, t.static_length_step),
+            options.train_batch_size)
+    if options.jit_compile:
+        return static_shapes.model_input_batches(dataset, model)
+    return dataset
+
+
+def _check_static_batches(task: FinetuneTask, options: FinetuneOptions, replicas: int, train_data) -> None:
+    """Static shapes split every batch evenly over the replicas and drop each pass's remainder."""
+    if not options.task_options.static_shapes:
+        return
+    for name in ("train_batch_size", "eval_batch_size"):
+        if getattr(options, name) % replicas:
+            raise ValueError(f"--static_shapes: --{name}={getattr(options, name)} is not a multiple of the "
+                             f"{replicas} replicas.")
+    items = task.num_train_items(train_data)
+    if items < options.train_batch_size:
+        raise ValueError(f"--static_shapes drops each pass's remainder: the {items} training items make no full "
+                         f"batch of --train_batch_size={options.train_batch_size}.")
+
+
 def write_eval_results(path: str, results: Dict[str, Any]) -> None:
     """``key = value`` lines, sorted (the original's eval_results.txt)."""
     from pipelines.fileio import atomic_write
@@ -273,104 +330,6 @@ def read_eval_results(path: str) -> Dict[str, float]:
     return results
 
 
-def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[str, int],
-                 precision: str) -> Dict[str, Any]:
-    """What a resumed run must share with the run that wrote the state: the
-    data, model, schedule, optimizer and every reader setting of the task."""
-    o, t = options, options.task_options
-    state = {"task": task.name, "data_dir": os.path.abspath(o.data_dir), "init_checkpoint": o.init_checkpoint,
-             "albert_config_file": o.albert_config_file, "train_batch_size": o.train_batch_size,
-             "learning_rate": o.learning_rate, "seed": o.seed, "layerwise_lr_decay": o.layerwise_lr_decay,
-             "weight_decay_rate": o.weight_decay_rate, "dropout": t.dropout_rate,
-             "do_lower_case": t.do_lower_case, "max_seq_length": t.max_seq_length,
-             "mixed_precision": precision, **schedule}
-    if task.name.startswith("squad"):
-        state.update(doc_stride=t.doc_stride, max_query_length=t.max_query_length)
-    elif task.name == "race":
-        state["max_qa_length"] = t.max_qa_length
-    else:  # classification and tagging; length buckets set the data order
-        state["length_buckets"] = t.length_buckets
-        if task.name == "csv":
-            state.update(text_column=t.text_column, text_b_column=t.text_b_column,
-                         label_column=t.label_column, regression=t.regression)
-    for name in ("optimizer", "adam_epsilon", "pooling"):  # when this version has them
-        for holder in (o, t):
-            if hasattr(holder, name):
-                state[name] = getattr(holder, name)
-    state["adam_epsilon"] = resolved_adam_epsilon(o)  # an explicit default equals the default
-    # Another vocabulary of the same size would train on other ids: its checksum is part of the run.
-    state["spm_model_sha256"] = file_sha256(t.spm_model_file) if t.spm_model_file else None
-    return state
-
-
-def resolved_adam_epsilon(options: FinetuneOptions) -> float:
-    """--adam_epsilon, or the default of --optimizer when it is not given.
-
-    Example:
-    >>> resolved_adam_epsilon(FinetuneOptions("csv", "d", "o")), resolved_adam_epsilon(
-    ...     FinetuneOptions("csv", "d", "o", optimizer="adamw_original", adam_epsilon=1e-7))
-    (1e-08, 1e-07)
-    """
-    from albert_tf.optimizers import DEFAULT_EPSILON
-
-    if options.adam_epsilon is not None:
-        return float(options.adam_epsilon)
-    return float(DEFAULT_EPSILON[options.optimizer != "adamw_original"])
-
-
-def file_sha256(path: str) -> str:
-    """Hex sha256 of a file's bytes (read in 1 MiB blocks; works on gs:// paths through tf.io.gfile).
-
-    Args:
-        path: the file.
-    """
-    import hashlib
-
-    import tensorflow as tf
-
-    digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-# Settings that earlier versions did not record: a run state without them still resumes.
-SETTINGS_ADDED_LATER = ("spm_model_sha256",)
-
-
-def _upgraded_run_state(previous: Dict[str, Any]) -> Dict[str, Any]:
-    """An earlier version's run state in today's terms: it recorded ``adam_epsilon`` as given (None: the default)."""
-    from albert_tf.optimizers import DEFAULT_EPSILON
-
-    if "adam_epsilon" in previous and previous["adam_epsilon"] is None:
-        previous = {**previous,
-                    "adam_epsilon": float(DEFAULT_EPSILON[previous.get("optimizer") != "adamw_original"])}
-    return previous
-
-
-def _check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
-    """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
-    from pipelines.fileio import atomic_write
-
-    path = os.path.join(options.output_dir, RUN_STATE_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
-        previous = _upgraded_run_state(previous)
-        keys = sorted(set(state) | set(previous))
-        diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
-                and not (k in SETTINGS_ADDED_LATER and k not in previous)}
-        if diff:
-            raise ValueError(
-                f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "
-                f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in sorted(diff.items()))}); "
-                "use a new --output_dir or the same flags to resume.")
-        return
-    with atomic_write(path, "w") as f:
-        json.dump(state, f, indent=1, sort_keys=True)
-
-
 def _model_config(options: FinetuneOptions):
     from albert_tf.config import AlbertConfig
 
@@ -391,6 +350,7 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     from albert_tf.tasks.preemption import StopOnPreemption
 
     schedule = training_schedule(task.num_examples(train_data), options)
+    _check_static_batches(task, options, strategy.num_replicas_in_sync, train_data)
     per_pass = task.batches_per_pass(train_data, options.train_batch_size)
     _check_run_state(options, run_settings(options, task, schedule, precision))
     logging.info("Training %s on %d examples (%d batches a pass): %d steps (%d epoch(s) of %d, the last %d), "
@@ -400,8 +360,7 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
                  strategy.num_replicas_in_sync)
     with strategy.scope():
         model = task.build_model(_model_config(options), options.init_checkpoint, train_data)
-        model.compile(optimizer=_make_optimizer(options, schedule, model), loss=task.loss(),
-                      metrics=task.compile_metrics())
+        compile_task_model(model, task, options, schedule)
         cb.build_optimizer(model)  # on every trainable variable, as a resume does (one slot list)
         resume = cb.ResumeCheckpoint(options.output_dir, model, per_pass, options.save_checkpoints_steps)
         done = resume.restore()
@@ -425,8 +384,7 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     with PreemptionWatcher(strategy) as watcher:
         callbacks.append(StopOnPreemption(watcher, resume))  # last: after the resume bookkeeping
         for call in calls:  # each starts its data where the previous one (or the interrupted run) stopped
-            dataset = task.train_dataset(train_data, options.train_batch_size, options.seed,
-                                         start_batch=call["start"])
+            dataset = training_batches(task, model, train_data, options, start_batch=call["start"])
             model.fit(dataset, epochs=call["epochs"], steps_per_epoch=call["steps_per_epoch"],
                       initial_epoch=call["initial_epoch"], callbacks=callbacks, verbose=0, shuffle=False)
     if calls:
@@ -434,7 +392,14 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     if dev_data is None:
         save(model)  # no dev split to choose by: the last weights
         return model
-    return albert_tf.load_task_model(options.output_dir)  # the best on dev
+    return _for_inference(albert_tf.load_task_model(options.output_dir), options)  # the best on dev
+
+
+def _for_inference(model, options: FinetuneOptions):
+    """A loaded model's predictions XLA-compiled too with --jit_compile."""
+    from albert_tf.tasks import static_shapes
+
+    return static_shapes.compile_for_xla(model) if options.jit_compile else model
 
 
 def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None) -> Dict[str, Any]:
@@ -469,6 +434,9 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     # Seed before building any tokenizer (tf-keras-notes: seeding afterwards
     # invalidates SentencePiece kernels).
     keras.utils.set_random_seed(options.seed)
+    if options.strategy == "tpu" and not task_options.static_shapes:
+        logging.info("--strategy=tpu: fixed input shapes (--static_shapes).")
+        task_options.static_shapes = True
     precision = runtime.resolve_mixed_precision(options.mixed_precision)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(runtime.dtype_policy_name(precision))
@@ -483,7 +451,7 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                     f"--output_dir={options.output_dir!r} holds no fine-tuned model (no task_config.json): "
                     "without --do_train, --do_eval/--do_predict use the model a training run saved there.")
             with strategy.scope():
-                model = albert_tf.load_task_model(options.output_dir)
+                model = _for_inference(albert_tf.load_task_model(options.output_dir), options)
             task.adopt_saved_model(model.task_config)
         train_data = task.read(options.data_dir, "train") if options.do_train else None
         dev_data = task.read(options.data_dir, "dev") if (options.do_eval or options.do_train) else None

@@ -99,7 +99,7 @@ class SquadTask(FinetuneTask):
     def _postprocess(self, model: keras.Model, data: SquadData, batch_size: int, threshold: float = 0.0):
         from pipelines.finetune import squad
 
-        outputs = predict_in_batches(model, data.features.model_inputs(), batch_size)
+        outputs = predict_in_batches(model, data.features.model_inputs(), batch_size, self.options)
         outputs = {k: np.asarray(v) for k, v in outputs.items()}
         return squad.postprocess_predictions(data.examples, data.features, outputs,
                                              n_best_size=self.options.n_best_size,

@@ -88,7 +88,7 @@ class TaggingTask(FinetuneTask):
                                     dropout_rate=self.options.dropout_rate)
 
     def _word_tags(self, model: keras.Model, data: TaggingData, batch_size: int) -> List[List[str]]:
-        logits = np.asarray(predict_in_batches(model, data.features.model_inputs(), batch_size))
+        logits = np.asarray(predict_in_batches(model, data.features.model_inputs(), batch_size, self.options))
         names = getattr(model, "tag_names", None) or self.tag_names
         return data.features.word_predictions(logits.argmax(-1), names)
 

@@ -165,47 +165,60 @@ def split_file(data_dir: str, *names: str) -> Optional[str]:
 DEFAULT_BATCHES_PER_WINDOW = 50
 
 
-def pass_batch_sizes(num_examples: int, batch_size: int) -> List[int]:
+def pass_batch_sizes(num_examples: int, batch_size: int, drop_remainder: bool = False) -> List[int]:
     """Sizes of the ceil(n / batch_size) batches of one pass, as equal as they can be.
 
     No batch is larger than batch_size, and none is much smaller (a lone
     remainder batch of one example would leave replicas of a distribution
-    strategy without rows).
+    strategy without rows). With `drop_remainder` (static shapes): the
+    floor(n / batch_size) full batches; the n mod batch_size items left over
+    sit out the pass.
 
     Example:
     >>> pass_batch_sizes(70, 8)
     [8, 8, 8, 8, 8, 8, 8, 7, 7]
+    >>> pass_batch_sizes(70, 8, drop_remainder=True)
+    [8, 8, 8, 8, 8, 8, 8, 8]
     """
+    if drop_remainder:
+        if int(num_examples) < int(batch_size):
+            raise ValueError(f"Dropping the remainder leaves no batch: {num_examples} items make no full "
+                             f"batch of {batch_size}.")
+        return [int(batch_size)] * (int(num_examples) // int(batch_size))
     count = -(-int(num_examples) // int(batch_size))
     quotient, remainder = divmod(int(num_examples), count)
     return [quotient + 1] * remainder + [quotient] * (count - remainder)
 
 
 def group_by_length(order: Sequence[int], lengths: Sequence[int], batch_size: int,
-                    batches_per_window: int) -> List[np.ndarray]:
+                    batches_per_window: int, drop_remainder: bool = False) -> List[np.ndarray]:
     """Cuts `order` into batches of examples of similar length.
 
-    The batch sizes are `pass_batch_sizes(len(order), batch_size)`; `order`
-    is taken `batches_per_window` batches at a time, each window sorted by
-    length (stably, so equal lengths keep their order) and cut into its
-    batches. Every index of `order` is in exactly one batch.
+    The batch sizes are `pass_batch_sizes(len(order), batch_size,
+    drop_remainder)`; `order` is taken `batches_per_window` batches at a
+    time, each window sorted by length (stably, so equal lengths keep their
+    order) and cut into its batches. Every index of `order` is in exactly one
+    batch (with `drop_remainder`: but the last len(order) mod batch_size).
 
     Args:
         order: example indices, already shuffled.
         lengths: tokens of every example (indexed by example id).
         batch_size: the largest batch.
         batches_per_window: batches sorted together.
+        drop_remainder: full batches only.
 
     Example:
     >>> [b.tolist() for b in group_by_length([0, 1, 2, 3, 4, 5], [5, 1, 4, 2, 6, 3], 2, 2)]
     [[1, 3], [2, 0], [5, 4]]
+    >>> [b.tolist() for b in group_by_length([0, 1, 2, 3, 4], [5, 1, 4, 2, 6], 2, 2, drop_remainder=True)]
+    [[1, 3], [2, 0]]
     """
     if batch_size < 1 or batches_per_window < 1:
         raise ValueError(f"group_by_length: batch_size {batch_size!r} and batches_per_window "
                          f"{batches_per_window!r} must be positive.")
     order = np.asarray(order, dtype=np.int64)
     lengths = np.asarray(lengths)
-    sizes = pass_batch_sizes(len(order), batch_size) if len(order) else []
+    sizes = pass_batch_sizes(len(order), batch_size, drop_remainder) if len(order) else []
     batches, start = [], 0
     for first in range(0, len(sizes), batches_per_window):
         window_sizes = sizes[first:first + batches_per_window]
@@ -218,13 +231,16 @@ def group_by_length(order: Sequence[int], lengths: Sequence[int], batch_size: in
 
 
 def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pass_index: int,
-                         batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW) -> List[np.ndarray]:
+                         batches_per_window: int = DEFAULT_BATCHES_PER_WINDOW,
+                         drop_remainder: bool = False) -> List[np.ndarray]:
     """One pass over the examples in batches of similar length, in random order.
 
     The examples are shuffled, grouped by `group_by_length`, and the batches
     shuffled again, so training stays random while a batch pads only to
     lengths close to its own. The same (seed, pass_index) gives the same
-    batches; each example is in exactly one batch of a pass.
+    batches; each example is in exactly one batch of a pass (with
+    `drop_remainder`, all but len(lengths) mod batch_size of them, chosen
+    afresh by each pass's shuffle).
 
     Args:
         lengths: tokens of every example.
@@ -232,6 +248,7 @@ def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pas
         seed: the run's seed.
         pass_index: which pass over the data (0, 1, ...).
         batches_per_window: batches sorted together.
+        drop_remainder: full batches only (`pass_batch_sizes`).
 
     Example:
     >>> batches = length_bucketed_pass([9, 1, 8, 2, 7, 3], 2, seed=0, pass_index=0)
@@ -244,40 +261,46 @@ def length_bucketed_pass(lengths: Sequence[int], batch_size: int, seed: int, pas
         raise ValueError(f"batches_per_window must be >= 1, got {batches_per_window!r}.")
     rng = np.random.default_rng([int(seed), int(pass_index)])
     order = rng.permutation(len(lengths))
-    batches = group_by_length(order, lengths, batch_size, batches_per_window)
+    batches = group_by_length(order, lengths, batch_size, batches_per_window, drop_remainder)
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def shuffled_pass(num_items: int, batch_size: int, seed: int, pass_index: int) -> List[np.ndarray]:
+def shuffled_pass(num_items: int, batch_size: int, seed: int, pass_index: int,
+                  drop_remainder: bool = False) -> List[np.ndarray]:
     """One pass over `num_items` items in random order, cut into `pass_batch_sizes` batches.
 
     The order depends only on (seed, pass_index), so a resumed run can start
-    at any batch of any pass and see what an uninterrupted run sees.
+    at any batch of any pass and see what an uninterrupted run sees. With
+    `drop_remainder` the pass holds full batches only: the last
+    num_items mod batch_size items of its order sit it out.
 
     Example:
     >>> [b.tolist() for b in shuffled_pass(5, 2, seed=0, pass_index=0)]
     [[2, 4], [3, 0], [1]]
+    >>> [b.tolist() for b in shuffled_pass(5, 2, seed=0, pass_index=0, drop_remainder=True)]
+    [[2, 4], [3, 0]]
     >>> sorted(int(i) for b in shuffled_pass(5, 2, seed=0, pass_index=1) for i in b)
     [0, 1, 2, 3, 4]
     """
     if num_items < 1 or batch_size < 1:
         raise ValueError(f"shuffled_pass: num_items {num_items!r} and batch_size {batch_size!r} must be positive.")
     order = np.random.default_rng([int(seed), int(pass_index)]).permutation(int(num_items))
-    bounds = np.cumsum([0] + pass_batch_sizes(num_items, batch_size))
+    bounds = np.cumsum([0] + pass_batch_sizes(num_items, batch_size, drop_remainder))
     return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def batches_per_pass(num_items: int, batch_size: int) -> int:
-    """Batches in one pass of `shuffled_pass` / `length_bucketed_pass`: ceil(n / batch_size).
+def batches_per_pass(num_items: int, batch_size: int, drop_remainder: bool = False) -> int:
+    """Batches in one pass of `shuffled_pass` / `length_bucketed_pass`: ceil(n / batch_size)
+    (floor with `drop_remainder`).
 
-    >>> batches_per_pass(70, 8)
-    9
+    >>> batches_per_pass(70, 8), batches_per_pass(70, 8, drop_remainder=True)
+    (9, 8)
     """
-    return len(pass_batch_sizes(num_items, batch_size))
+    return len(pass_batch_sizes(num_items, batch_size, drop_remainder))
 
 
 def passes_dataset(columns, pass_batches: Callable[[int], Sequence[np.ndarray]], num_items: int,
-                   batch_size: int, start_batch: int = 0) -> tf.data.Dataset:
+                   batch_size: int, start_batch: int = 0, drop_remainder: bool = False) -> tf.data.Dataset:
     """Batches of `columns`, pass after pass, forever, from batch `start_batch` of the stream.
 
     Batch k of the stream is batch k mod B of pass k div B (B =
@@ -288,10 +311,12 @@ def passes_dataset(columns, pass_batches: Callable[[int], Sequence[np.ndarray]],
     Args:
         columns: a tensor, or a nested structure of tensors/arrays, one row per item.
         pass_batches: pass index -> its batches of item indices (each pass
-            holds `batches_per_pass(num_items, batch_size)` batches).
+            holds `batches_per_pass(num_items, batch_size, drop_remainder)` batches).
         num_items: rows of `columns`.
         batch_size: the largest batch.
         start_batch: batches already consumed.
+        drop_remainder: the passes hold full batches only; the dataset's
+            batch dimension is then batch_size, not None.
 
     Example:
     >>> ds = passes_dataset(tf.constant([10, 11, 12]), lambda p: shuffled_pass(3, 2, 0, p), 3, 2,
@@ -304,7 +329,7 @@ def passes_dataset(columns, pass_batches: Callable[[int], Sequence[np.ndarray]],
         if int(column.shape[0]) != num_items:
             raise ValueError(f"passes_dataset: a column has {column.shape[0]} rows but there are "
                              f"{num_items} items.")
-    per_pass = batches_per_pass(num_items, batch_size)
+    per_pass = batches_per_pass(num_items, batch_size, drop_remainder)
     first_pass, first_batch = divmod(int(start_batch), per_pass)
 
     def batches():
@@ -317,7 +342,8 @@ def passes_dataset(columns, pass_batches: Callable[[int], Sequence[np.ndarray]],
             yield from chosen[skip:]
             pass_index, skip = pass_index + 1, 0
 
-    indices = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([None], tf.int64))
+    rows = int(batch_size) if drop_remainder else None
+    indices = tf.data.Dataset.from_generator(batches, output_signature=tf.TensorSpec([rows], tf.int64))
     return indices.map(lambda idx: tf.nest.map_structure(lambda c: tf.gather(c, idx), columns),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
