@@ -14,7 +14,9 @@ import sys
 import pytest
 
 import albert_tf
-from albert_tf.bin import demo
+from albert_tf.demo import console as demo_console
+from albert_tf.demo import finetuning, pretraining
+from albert_tf.demo import verdict as demo
 from pipelines import stdlib_tasks
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,12 +36,14 @@ def _corpus(path, documents=120, seed=0):
             f.write("\n")
 
 
-def _run_demo(out, corpus):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
+def _run_demo(out, corpus, *extra):
+    # As a user runs it: the binary keeps TensorFlow's C++ start-up log quiet itself.
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = REPO
     return subprocess.run(
         [sys.executable, "-m", "albert_tf.bin.demo", f"--output_dir={out}", f"--input_file={corpus}",
          "--pretrain_steps=30", "--vocab_size=120", "--dupe_factor=2", "--train_batch_size=8",
-         "--finetune_train_examples=48", "--finetune_dev_examples=32", "--finetune_epochs=1"],
+         "--finetune_train_examples=48", "--finetune_dev_examples=32", "--finetune_epochs=1", *extra],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
     )
 
@@ -49,17 +53,26 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     _corpus(str(corpus))
     out = tmp_path / "demo"
     result = _run_demo(out, corpus)
-    log = result.stderr
-    assert result.returncode == 0, log[-3000:]
-    for stage in ("1/8 corpus", "2/8 SentencePiece", "3/8 pretraining data", "4/8 pretraining",
-                  "5/8 evaluation", "6/8 fill in the blank", "7/8 fine-tuning", "8/8 export"):
+    log = result.stdout
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The story on stdout, every line a plain line naming its stage; stderr holds no library INFO line.
+    for stage in ("[1/8] corpus:", "[2/8] vocabulary:", "[3/8] pretraining data:", "[4/8] pretraining:",
+                  "[5/8] evaluation:", "[6/8] fill in the blank:", "[7/8] fine-tuning:", "[8/8] export:"):
         assert stage in log
+    lines = log.splitlines()
+    assert all(re.match(r"(\[\d/8\] [a-z -]+: |verdict: |    |!{72}$)", line) for line in lines), lines
+    assert not re.search(r"^I\d{4} [\d:.]+ +\d+ [\w.]+\.py:\d+\] ", result.stderr, re.M), result.stderr[-3000:]
+    assert "oneDNN" not in result.stderr and "Sharding callback" not in result.stderr, result.stderr[-3000:]
     assert "Held-out masked-LM accuracy" in log and "Held-out sentence-order accuracy" in log
     assert "answer:" in log and "top 5:" in log
     model_dir = out / "model"
     for name in ("albert_config.json", "model.weights.safetensors", "spm.model", "eval_results.txt"):
         assert (model_dir / name).exists(), name
-    assert "Pretraining stage:" in log and "of 30 steps" in log and "CUT SHORT" not in log
+    # Progress: the last pretraining step, as a person reads it; fine-tuning's progress relayed.
+    assert re.search(r"^\[4/8\] pretraining: step 30/30, mlm_acc \d\.\d\d, loss \d+\.\d\d, \d+\.\d steps/s, ETA ",
+                     log, re.M), log[-3000:]
+    assert "30 of 30 steps, done in" in log and "CUT SHORT" not in log
+    assert re.search(r"^\[7/8\] fine-tuning: step 1/1 \(100%\)", log, re.M), log[-3000:]
     assert re.search(r"Fill-in-the-blank on \d+ held-out sentences .* first \d+ times .* top 5 \d+ times", log)
     # Fine-tuning: both runs evaluated on the held-out modules, beside naive Bayes and the majority class.
     match = re.search(r"from the pretrained weights +(\d\.\d+)\n.*from random weights +(\d\.\d+)\n"
@@ -88,13 +101,15 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     assert pretrainer.config.embedding_size < pretrainer.config.hidden_size
     assert pretrainer.config.sharing == "all"
 
-    again = _run_demo(out, corpus)
+    # Again on the same folder, with the library's log (--verbosity=0): nothing is made twice.
+    again = _run_demo(out, corpus, "--verbosity=0")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "Corpus already in" in again.stderr and "Vocabulary already at" in again.stderr
-    assert "already complete: 4" in again.stderr  # the train shards are not rewritten
-    assert "Fine-tuning task already in" in again.stderr
-    assert again.stderr.count("Training already finished") == 2  # pretrained and random runs
-    assert again.stderr.count("Export already at") == 2
+    assert "Corpus already in" in again.stdout and "Vocabulary already at" in again.stdout
+    assert "training data: 4 shard(s) already complete" in again.stdout  # the train shards are not rewritten
+    assert "Fine-tuning task already in" in again.stdout
+    assert again.stderr.count("Training already finished") == 2  # pretrained and random runs: the library's log
+    assert again.stdout.count("Export already at") == 2
+    assert "Sharding callback duration" not in again.stderr  # TensorFlow's notices need --verbosity=1
 
 
 def figures_from_log(log):
@@ -171,12 +186,12 @@ def test_verdict_reports_unpaid_pretraining_and_a_cut_without_failing_on_them():
 
 def test_stale_finetuning_is_removed_when_the_pretrained_model_changed(tmp_path):
     out = str(tmp_path)
-    assert not demo.forget_stale_finetuning(out, 1)
+    assert not finetuning.forget_stale_finetuning(out, 1)
     for folder in ("finetune/pretrained", "export/topic_classifier/1"):
         os.makedirs(os.path.join(out, folder))
-    assert not demo.forget_stale_finetuning(out, 1)  # same model: kept
+    assert not finetuning.forget_stale_finetuning(out, 1)  # same model: kept
     assert os.path.isdir(os.path.join(out, "finetune", "pretrained"))
-    assert demo.forget_stale_finetuning(out, 30)  # resumed to step 30: made again
+    assert finetuning.forget_stale_finetuning(out, 30)  # resumed to step 30: made again
     assert not os.path.exists(os.path.join(out, "finetune", "pretrained"))
     assert not os.path.exists(os.path.join(out, "export"))
     assert open(os.path.join(out, "finetune", "pretrain_step.txt")).read() == "30\n"
@@ -213,9 +228,69 @@ def test_naive_bayes_ties_go_to_the_first_label_and_bad_inputs_fail():
         stdlib_tasks.naive_bayes_baseline(["x"], ["a", "b"], ["x"])
 
 
-def test_docstring_examples_of_the_demo_run():
-    # tests/test_doctests.py leaves the binaries out (they define flags); the demo's examples run here.
+def test_the_demo_package_defines_no_flags_and_its_examples_run():
+    # albert_tf/demo defines no absl flags at import, so tests/test_doctests.py runs its examples
+    # (the binary, albert_tf/bin/demo.py, is left out there); here: they are collected, and there are some.
     import doctest
+    import importlib
+    import pkgutil
 
-    result = doctest.testmod(demo)
-    assert result.failed == 0 and result.attempted >= 5
+    from tests import test_doctests
+
+    names = ["albert_tf.demo"] + [info.name for info in pkgutil.walk_packages(
+        [os.path.join(REPO, "albert_tf", "demo")], prefix="albert_tf.demo.")]
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys, importlib; from absl import flags, logging; before = set(flags.FLAGS); "
+         "[importlib.import_module(n) for n in sys.argv[1:]]; "
+         "print(sorted(set(flags.FLAGS) - before), 'tensorflow' in sys.modules)", *names],
+        capture_output=True, text=True, cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO), timeout=300)
+    assert probe.stdout.strip() == "[] False", probe.stdout + probe.stderr[-2000:]  # no flags, no TensorFlow
+    examples = 0
+    for name in names:
+        module = importlib.import_module(name)
+        examples += sum(len(t.examples) for t in doctest.DocTestFinder(exclude_empty=True).find(module, name))
+    assert set(names) <= set(test_doctests._module_names()) and len(names) >= 12
+    assert examples >= 12
+
+
+# --------------------------------------------------------------- the console
+
+def test_console_lines_name_their_stage_and_relay_only_the_chosen_files():
+    import io
+    import logging as std_logging
+
+    stream = io.StringIO()
+    console = demo_console.Console(stream)
+    console.stage(7, "fine-tuning", "two runs")
+    with console.relaying("albert_tf/tasks/callbacks.py"):
+        logger = std_logging.getLogger("absl")
+        for path, level, message in [("/x/albert_tf/tasks/callbacks.py", std_logging.INFO, "step 1/2 (50%)"),
+                                     ("/x/albert_tf/tasks/runner.py", std_logging.INFO, "Training csv"),
+                                     ("/x/albert_tf/tasks/callbacks.py", std_logging.DEBUG, "detail")]:
+            logger.handle(std_logging.LogRecord("absl", level, path, 1, message, None, None))
+    logger.handle(std_logging.LogRecord("absl", std_logging.INFO, "/x/albert_tf/tasks/callbacks.py", 1,
+                                        "after", None, None))
+    console.warn("cut at %d of %d steps", 7, 30)
+    assert stream.getvalue().splitlines() == [
+        "[7/8] fine-tuning: two runs",
+        "[7/8] fine-tuning: step 1/2 (50%)",
+        "!" * 72, "[7/8] fine-tuning: WARNING: cut at 7 of 30 steps", "!" * 72]
+
+
+def test_pretraining_progress_every_tenth_of_the_budget():
+    import io
+
+    stream = io.StringIO()
+    console = demo_console.Console(stream)
+    console.stage(4, "pretraining", "x")
+    callback = pretraining._progress_printer(console, 1500, 64)
+    for step in range(50, 1501, 50):  # run_pretraining calls it every log step (50)
+        callback({"step": step, "mlm_accuracy": 0.1, "loss": 4.0, "examples_per_second": 128.0,
+                  "eta_seconds": (1500 - step) / 2.0})
+    steps = [int(re.search(r"step (\d+)/1500", line).group(1)) for line in stream.getvalue().splitlines()[1:]]
+    assert steps == list(range(150, 1501, 150))
+    assert stream.getvalue().splitlines()[-1] == (
+        "[4/8] pretraining: step 1500/1500, mlm_acc 0.10, loss 4.00, 2.0 steps/s, ETA 0 s")
+    # A time-budget cut (ETA 0 before the last step) is printed too.
+    callback({"step": 700, "mlm_accuracy": 0.1, "loss": 4.0, "examples_per_second": 128.0, "eta_seconds": 0.0})
+    assert "step 700/1500" in stream.getvalue().splitlines()[-1]
