@@ -55,25 +55,32 @@ OPENVINO_HEADS = ("encoder", "classifier")
 # inside the Loop); packed tokens (the default) need no loop.
 TEXT_HEADS = ("encoder", "classifier")
 MODEL_FILE = "model.xml"
-# Where the text model's ids may differ from the SavedModel's serving_default.
-TEXT_DIFFERENCES = (
-    "Texts longer than max_seq_length * 64 characters: the SavedModel first cuts each text to that many "
-    "characters (bounded work for huge requests), the OpenVINO tokenizer normalises the whole text; the ids "
-    "differ only when the first max_seq_length pieces span more characters than that (long runs of "
-    "whitespace or combining marks).",
-    "Texts holding the literal strings \"<unk>\" or \"<pad>\": the OpenVINO tokenizer's unigram model reads "
-    "each as one piece (the <unk> or <pad> id); SentencePiece never makes those pieces from text and tokenizes "
-    "the characters.",
-    "With a vocabulary holding pieces of a digit then a comma (\"▁1,\"): the SavedModel splits such a piece "
-    "as the original's encode_pieces does (\"▁1\" \",\"), the OpenVINO tokenizer keeps it; "
-    "export_openvino logs a warning for such vocabularies.",
-    "Text that is not valid UTF-8 (possible over gRPC, never in JSON): the SavedModel drops the invalid bytes, as "
-    "the original's convert_to_unicode does; the OpenVINO tokenizer reads a stray byte as a word break, and "
-    "openvino-tokenizers 2026.4 crashes the process (SIGSEGV) within a few dozen random strings of stray bytes "
-    "(its UTF8Validate step crashes too, in either mode); send valid UTF-8.",
-    "From Python, a NUL at the end of a text passed as a numpy string array never reaches the model (numpy drops "
-    "trailing NULs); the model itself reads it as the SavedModel does (a <unk> piece).",
-)
+# Where the text model's ids may differ from the SavedModel's serving_default, by name. Each entry is
+# reproduced by tests/albert_tf/test_openvino_export.py (test_text_difference_is_still_reproduced): an entry
+# without a reproduction there, or one whose difference went away, fails it.
+TEXT_DIFFERENCES = {
+    "long_text":
+        "Texts longer than max_seq_length * 64 characters: the SavedModel first cuts each text to that many "
+        "characters (bounded work for huge requests), the OpenVINO tokenizer normalises the whole text; the ids "
+        "differ only when the first max_seq_length pieces span more characters than that (long runs of "
+        "whitespace or combining marks).",
+    "literal_special_pieces":
+        "Texts holding the literal strings \"<unk>\" or \"<pad>\": the OpenVINO tokenizer's unigram model reads "
+        "each as one piece (the <unk> or <pad> id); SentencePiece never makes those pieces from text and tokenizes "
+        "the characters.",
+    "digit_comma_pieces":
+        "With a vocabulary holding pieces of a digit then a comma (\"▁1,\"): the SavedModel splits such a piece "
+        "as the original's encode_pieces does (\"▁1\" \",\"), the OpenVINO tokenizer keeps it; "
+        "export_openvino logs a warning for such vocabularies.",
+    "invalid_utf8":
+        "Text that is not valid UTF-8 (possible over gRPC, never in JSON): the SavedModel drops the invalid bytes, as "
+        "the original's convert_to_unicode does; the OpenVINO tokenizer reads a stray byte as a word break, and "
+        "openvino-tokenizers 2026.4 crashes the process (SIGSEGV) within a few dozen random strings of stray bytes "
+        "(its UTF8Validate step crashes too, in either mode); send valid UTF-8.",
+    "numpy_trailing_nul":
+        "From Python, a NUL at the end of a text passed as a numpy string array never reaches the model (numpy drops "
+        "trailing NULs); the model itself reads it as the SavedModel does (a <unk> piece).",
+}
 # (template, do_lower_case) -> the BMP code points X (surrogates skipped) where the text model's ids differ from
 # the SavedModel's on template.format(X), for the templates "ka {}", "ka {} lo" and "{}": none. The sweep in
 # tests/albert_tf/test_openvino_export.py fails on a new difference and on a listed one that went away.

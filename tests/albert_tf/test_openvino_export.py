@@ -13,6 +13,7 @@ ov = pytest.importorskip("openvino", reason="--format=openvino needs the [openvi
 pytest.importorskip("openvino_tokenizers", reason="--format=openvino needs the [openvino] extra")
 pytest.importorskip("transformers", reason="--format=openvino needs the [openvino] extra")
 
+from albert_tf.export import openvino as ov_export  # noqa: E402
 from tests.albert_tf.test_export import LONG, MAX_LEN, TEXTS, _train_spm  # noqa: E402
 
 # The export tests' edge texts plus the normalisation cases (Python whitespace,
@@ -119,16 +120,6 @@ def test_text_model_equals_saved_model_on_edge_texts(text_export, precision):
         assert _close(got[name][keep], want[name][keep], tolerance), name
     # The bound can fail: another text's row (the rows shifted by one) is far outside it.
     assert not _close(np.roll(got["pooled_output"], 1, axis=0), want["pooled_output"], tolerance)
-
-
-def test_literal_unk_is_the_documented_difference(text_export):
-    """TEXT_DIFFERENCES: "<unk>" written in a text is one piece for OpenVINO, its characters for SentencePiece."""
-    from albert_tf.export.openvino import TEXT_DIFFERENCES
-
-    path, saved_model = text_export
-    got = _compiled(path)({"text": np.array(["a <unk> b"])})["input_mask"].sum()
-    want = saved_model(["a <unk> b"])["input_mask"].sum()
-    assert any("<unk>" in line for line in TEXT_DIFFERENCES) and got < want
 
 
 def test_ids_model_of_a_mixed_precision_classifier(setup):
@@ -371,7 +362,7 @@ BMP = [c for c in range(0x10000) if not 0xD800 <= c < 0xE000]
 
 def _bytes_tokenizer(tokenizer):
     """The tokenizer model fed as bytes (begins, ends, UTF-8 bytes -> StringTensorPack): texts reach it whole,
-    trailing NULs included (numpy string arrays drop them). Returns texts -> id lists."""
+    trailing NULs included (numpy string arrays drop them). Returns texts (str or bytes) -> id lists."""
     import openvino.opset15 as ops
     from openvino_tokenizers import connect_models
 
@@ -385,7 +376,7 @@ def _bytes_tokenizer(tokenizer):
     compiled = ov.Core().compile_model(model, "CPU")
 
     def tokenize(texts):
-        raw = [t.encode("utf-8") for t in texts]
+        raw = [t if isinstance(t, bytes) else t.encode("utf-8") for t in texts]
         lengths = np.array([len(r) for r in raw], np.int32)
         stops = np.cumsum(lengths).astype(np.int32)
         out = compiled([stops - lengths, stops, np.frombuffer(b"".join(raw), np.uint8)])
@@ -429,3 +420,95 @@ def test_unicode_sweep_finds_the_merged_normalisation(setup, monkeypatch):
     inside = _ov_sweep(setup["pre"], tokenize, "ka {} lo")
     assert len(trailing) > 500 and 0xA8 in trailing  # "ka ¨": NFKD's space, then the mark dropped: "ka▁"
     assert {0x200B, 0xFEFF, 0xFFFD, 0x7F} <= set(inside)  # the charsmap not applied: "▁ <unk>"
+
+
+# ---------------------------------------------------------------- TEXT_DIFFERENCES, each reproduced
+# Runs in its own process: openvino-tokenizers may crash (SIGSEGV) on invalid UTF-8 (TEXT_DIFFERENCES).
+_INVALID_UTF8 = """
+import json, sys
+import albert_tf
+from albert_tf.export import openvino as ov_export
+from tests.albert_tf.test_openvino_export import MAX_LEN, _bytes_tokenizer
+pre = albert_tf.AlbertTextPreprocessor(sys.argv[1], max_seq_length=MAX_LEN)
+print(json.dumps(_bytes_tokenizer(ov_export._tokenizer_model(pre))([b"ka\\xfflo", b"ka lo"])))
+"""
+
+
+def _in_graph_ids(pre, texts):
+    import tensorflow as tf
+
+    packed = pre(tf.constant(texts))
+    return [row[keep].tolist() for row, keep in zip(packed["input_ids"].numpy(),
+                                                    packed["input_mask"].numpy().astype(bool))]
+
+
+def _long_text(setup):
+    pre = setup["pre"]
+    texts = ["ka " + " " * (MAX_LEN * 64) + "lo mi", "ka lo mi"]  # the cut falls in the run of spaces
+    return _bytes_tokenizer(ov_export._tokenizer_model(pre))(texts), _in_graph_ids(pre, texts)
+
+
+def _literal_special_pieces(setup):
+    pre = setup["pre"]
+    texts = ["a <unk> b", "a <pad> b", "a unk b"]
+    return _bytes_tokenizer(ov_export._tokenizer_model(pre))(texts), _in_graph_ids(pre, texts)
+
+
+def _digit_comma_pieces(setup):
+    """A vocabulary with the piece "1," (a user-defined symbol, as test_sp_text.py makes one)."""
+    import albert_tf
+    from pipelines import tokenizer
+
+    spm = tokenizer.train_sentencepiece([os.path.join(setup["root"], "corpus.txt")],
+                                        os.path.join(setup["root"], "sp_digit_comma"), vocab_size=120, seed=1,
+                                        extra_options={"user_defined_symbols": tokenizer.USER_DEFINED_SYMBOLS + ["1,"]})
+    pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=MAX_LEN)
+    texts = ["in 1, ka", "in 2, ka"]
+    return _bytes_tokenizer(ov_export._tokenizer_model(pre))(texts), _in_graph_ids(pre, texts)
+
+
+def _invalid_utf8(setup):
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", _INVALID_UTF8, setup["spm"]], cwd=repo, capture_output=True,
+                          text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    want = _in_graph_ids(setup["pre"], [b"ka\xfflo", b"ka lo"])
+    if proc.returncode == -signal.SIGSEGV:  # the crash the entry names is a difference too
+        return [None, want[1]], want
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), want
+
+
+def _numpy_trailing_nul(setup):
+    """The tokenizer model fed a numpy string array (as a Python client does), against bytes into the graph."""
+    pre = setup["pre"]
+    texts = ["ka lo\x00", "ka lo"]
+    compiled = ov.Core().compile_model(ov_export._tokenizer_model(pre), "CPU")
+    out = compiled([np.array(texts)])
+    got = [row[keep].tolist() for row, keep in zip(out["input_ids"], out["attention_mask"].astype(bool))]
+    return got, _in_graph_ids(pre, [t.encode("utf-8") for t in texts])
+
+
+# name in TEXT_DIFFERENCES -> setup -> (OpenVINO ids, SavedModel ids) of texts that all differ but the last,
+# which agrees (the comparison can tell).
+REPRODUCTIONS = {"long_text": _long_text, "literal_special_pieces": _literal_special_pieces,
+                 "digit_comma_pieces": _digit_comma_pieces, "invalid_utf8": _invalid_utf8,
+                 "numpy_trailing_nul": _numpy_trailing_nul}
+
+
+def test_text_differences_are_the_reproduced_ones():
+    """TEXT_DIFFERENCES cannot grow (or shrink) without a reproduction here."""
+    assert sorted(ov_export.TEXT_DIFFERENCES) == sorted(REPRODUCTIONS)
+
+
+@pytest.mark.parametrize("name", sorted(REPRODUCTIONS))
+def test_text_difference_is_still_reproduced(setup, name):
+    """Each listed difference still holds (a fixed one must leave the list), next to a text that agrees."""
+    got, want = REPRODUCTIONS[name](setup)
+    for text_got, text_want in zip(got[:-1], want[:-1]):
+        assert text_got != text_want, (name, text_got, text_want)
+    assert got[-1] == want[-1], (name, got[-1], want[-1])
