@@ -201,6 +201,20 @@ def define_recovery_flags() -> None:
             "ends the run in one line.")
 
 
+def define_static_shape_flags() -> None:
+    """--static_shapes, --static_length_step (albert-pretrain and albert-finetune)."""
+    _define(flags.DEFINE_bool, "static_shapes", False,
+            "Fixed input shapes, as a TPU needs (on by itself with "
+            "--strategy=tpu): training batches of exactly the batch size (each "
+            "pass drops its remainder), evaluation's last batch filled with "
+            "padding rows that count for nothing, fine-tuning lengths padded "
+            "to the next multiple of --static_length_step (or "
+            "--max_seq_length), so XLA compiles a bounded number of programs.")
+    _define(flags.DEFINE_integer, "static_length_step", 64,
+            "With --static_shapes: fine-tuning batches are padded to a "
+            "multiple of this length (at most --max_seq_length).")
+
+
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
@@ -210,6 +224,7 @@ def define_all_pretraining_flags() -> None:
     define_cpu_devices_flag()
     define_runtime_flags()
     define_recovery_flags()
+    define_static_shape_flags()
 
 
 

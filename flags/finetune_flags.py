@@ -130,3 +130,9 @@ def define_finetune_flags() -> None:
             "Seed of the head initialisation, dropout and data order.")
     _define(flags.DEFINE_integer, "log_steps", 50,
             "Progress line and summaries every N steps.")
+    _define(flags.DEFINE_bool, "jit_compile", False,
+            "Compile the training step (forward, backward, loss, AdamW) and "
+            "inference with XLA; the text layer then runs in the input "
+            "pipeline. With variable batch lengths XLA compiles a program per "
+            "shape met: see --static_shapes.")
+    albert_flags.define_static_shape_flags()

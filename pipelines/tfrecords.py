@@ -203,7 +203,8 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
                         do_whole_word_mask: bool = True, shuffle_buffer_size: int = 10000,
                         cycle_length: int = 8,
                         deterministic: Optional[bool] = None,
-                        skip_corrupt_records: bool = False) -> tf.data.Dataset:
+                        skip_corrupt_records: bool = False,
+                        static_shapes: bool = False) -> tf.data.Dataset:
     """The training / evaluation reader of pretraining records.
 
     Args:
@@ -240,11 +241,19 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
             ends the reading of its file (tf.data cannot find the next record
             boundary after it) instead of stopping with a DataLossError; off
             by default. TensorFlow logs each such error at WARNING level.
+        static_shapes: evaluation in fixed shapes, as a TPU needs
+            (`padded_steps`): every batch holds exactly batch_size rows, the
+            last ones filled with padding rows that count for nothing
+            (`is_real_example` 0), and the pipeline yields a whole number of
+            steps (one batch per replica it feeds), so no replica gets a short
+            or empty batch. Training batches are fixed anyway (the remainder
+            is dropped).
 
     Returns:
         A dataset of dicts: int32 input_ids, input_mask, segment_ids,
         token_boundary [B, T], masked_lm_positions, masked_lm_ids [B, P],
-        float32 masked_lm_weights [B, P], int32 next_sentence_labels [B].
+        float32 masked_lm_weights [B, P], int32 next_sentence_labels [B]
+        (and float32 is_real_example [B] for evaluation with static_shapes).
 
     Example:
 
@@ -281,16 +290,46 @@ def pretraining_dataset(file_pattern: Union[str, Sequence[str]], batch_size: int
             max_seq_length, vocab_size, type_vocab_size)
 
     no_autograph = tf.autograph.experimental.do_not_convert
+    # Static evaluation reads a step of batches at once and pads it whole.
+    steps = static_shapes and not is_training
+    per_step = 1
+    if steps and input_context is not None:
+        per_step = max(1, input_context.num_replicas_in_sync // max(num_pipelines, 1))
+    rows = batch_size * per_step
     if mask_cfg is None:
-        ds = ds.batch(batch_size, drop_remainder=is_training)
+        ds = ds.batch(rows, drop_remainder=is_training)
         ds = ds.map(no_autograph(parse), num_parallel_calls=tf.data.AUTOTUNE,
                     deterministic=deterministic)
     else:
         remask = _dynamic_remask(parse, mask_cfg, seed, pipeline_id)
-        ds = ds.enumerate().batch(batch_size, drop_remainder=is_training)
+        ds = ds.enumerate().batch(rows, drop_remainder=is_training)
         ds = ds.map(no_autograph(remask), num_parallel_calls=tf.data.AUTOTUNE,
                     deterministic=deterministic)
+    if steps:
+        ds = ds.map(no_autograph(lambda f: padded_steps(f, batch_size, per_step))).unbatch()
     return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def padded_steps(features: Dict[str, tf.Tensor], batch_size: int, per_step: int) -> Dict[str, tf.Tensor]:
+    """Up to batch_size * per_step parsed rows -> [per_step, batch_size, ...], padded with zero rows.
+
+    `is_real_example` (float32, 1 for a read row, 0 for padding) is added;
+    padding rows have masked_lm_weights 0, so `pretraining_loss_terms`
+    counts them for nothing.
+
+    Example:
+
+    >>> out = padded_steps({"input_ids": tf.ones([3, 2], tf.int32)}, 2, 2)
+    >>> out["input_ids"].shape, out["is_real_example"].numpy().tolist()
+    (TensorShape([2, 2, 2]), [[1.0, 1.0], [1.0, 0.0]])
+    """
+    rows = batch_size * per_step
+    real = tf.shape(features["input_ids"])[0]
+    out = {"is_real_example": tf.reshape(tf.cast(tf.range(rows) < real, tf.float32), [per_step, batch_size])}
+    for key, value in features.items():
+        padded = tf.pad(value, [[0, rows - real]] + [[0, 0]] * (value.shape.rank - 1))
+        out[key] = tf.reshape(padded, [per_step, batch_size] + value.shape[1:].as_list())
+    return out
 
 
 def dynamic_predictions_per_seq(max_seq_length: int, max_predictions_per_seq: int,

@@ -53,7 +53,8 @@ def options_from_flags(flag_values=FLAGS):
         text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
         regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length,
-        length_buckets=f.length_buckets, pooling=f.pooling)
+        length_buckets=f.length_buckets, pooling=f.pooling, static_shapes=f.static_shapes,
+        static_length_step=f.static_length_step)
     return FinetuneOptions(
         task=f.task, data_dir=f.data_dir, output_dir=f.output_dir, init_checkpoint=f.init_checkpoint,
         albert_config_file=f.albert_config_file, task_options=task_options,
@@ -62,7 +63,7 @@ def options_from_flags(flag_values=FLAGS):
         warmup_proportion=f.warmup_proportion, train_step=f.train_step, warmup_step=f.warmup_step,
         weight_decay_rate=f.weight_decay_rate,
         layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, adam_epsilon=f.adam_epsilon, steps_per_epoch=f.steps_per_epoch,
-        strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, do_train=f.do_train,
+        strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, jit_compile=f.jit_compile, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
         save_checkpoints_steps=f.save_checkpoints_steps)
 

@@ -184,6 +184,12 @@ def main(argv) -> None:
             vocab_size=config.vocab_size,
             type_vocab_size=config.type_vocab_size)
 
+    # Training batches are fixed anyway; static evaluation pads its last batch (a TPU needs it).
+    static_eval = FLAGS.static_shapes or FLAGS.strategy == "tpu"
+    if static_eval and FLAGS.do_eval:
+        logging.info("Static shapes: evaluation batches of %d, the last one filled with padding rows "
+                     "that count for nothing.", data.eval_batch_size)
+
     def eval_dataset_fn(ctx):
         return pipelines.pretraining_dataset(
             eval_pattern, ctx.get_per_replica_batch_size(data.eval_batch_size),
@@ -191,7 +197,7 @@ def main(argv) -> None:
             is_training=False, masking="static", seed=run_config.seed,
             skip_corrupt_records=FLAGS.skip_corrupt_records,
             input_context=ctx, vocab_size=config.vocab_size,
-            type_vocab_size=config.type_vocab_size)
+            type_vocab_size=config.type_vocab_size, static_shapes=static_eval)
 
     if FLAGS.do_eval and data.eval_batch_size % strategy.num_replicas_in_sync:
         raise app.UsageError(

@@ -31,7 +31,9 @@ def pretraining_loss_terms(batch: Mapping[str, tf.Tensor], outputs: Mapping[str,
 
     Args:
         batch: dict with `masked_lm_ids` [B, P], `masked_lm_weights` [B, P] and
-            `next_sentence_labels` [B] or [B, 1].
+            `next_sentence_labels` [B] or [B, 1]; optionally `is_real_example`
+            [B] (1 or 0: a row padding a batch to its fixed shape, which then
+            counts for nothing; its masked_lm_weights are 0).
         outputs: the pretrainer's outputs (`mlm_logits`, `sop_logits`).
 
     Returns:
@@ -48,13 +50,18 @@ def pretraining_loss_terms(batch: Mapping[str, tf.Tensor], outputs: Mapping[str,
     sop_labels = tf.reshape(tf.cast(batch["next_sentence_labels"], tf.int32), [-1])
     sop_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=sop_labels, logits=sop_logits)
     sop_hits = tf.cast(tf.equal(tf.argmax(sop_logits, -1, output_type=tf.int32), sop_labels), tf.float32)
+    if "is_real_example" in batch:  # static shapes: padding rows count for nothing
+        real = tf.reshape(tf.cast(batch["is_real_example"], tf.float32), [-1])
+        sop_nll, sop_hits, num_examples = real * sop_nll, real * sop_hits, tf.reduce_sum(real)
+    else:
+        num_examples = tf.cast(tf.shape(sop_labels)[0], tf.float32)
     return {
         "mlm_nll_sum": tf.reduce_sum(weights * nll),
         "mlm_weight_sum": tf.reduce_sum(weights),
         "mlm_correct_sum": tf.reduce_sum(weights * mlm_hits),
         "sop_nll_sum": tf.reduce_sum(sop_nll),
         "sop_correct_sum": tf.reduce_sum(sop_hits),
-        "num_examples": tf.cast(tf.shape(sop_labels)[0], tf.float32),
+        "num_examples": num_examples,
     }
 
 

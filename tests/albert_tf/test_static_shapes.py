@@ -133,3 +133,180 @@ def test_static_shapes_refuse_batches_that_cannot_be_fixed(spm, tmp_path):
     with pytest.raises(ValueError, match="--eval_batch_size=6 is not a multiple of the 4 replicas"):
         runner._check_static_batches(task, run, 4, train)
     runner._check_static_batches(task, run, 2, train)
+
+
+# ------------------------------------------------------------------ pretraining
+def _pretraining_data(folder, rows=11):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import training_testlib as tl
+
+    path = tl.write_tfrecords(os.path.join(folder, "eval.tfrecord"), rows, seed=4)
+    return tl, path
+
+
+def _pretraining_fn(path, tl, batch, static, is_training=False):
+    import pipelines
+
+    return lambda ctx: pipelines.pretraining_dataset(
+        path, ctx.get_per_replica_batch_size(batch), tl.SEQ, tl.PREDS, is_training=is_training, seed=1,
+        input_context=ctx, static_shapes=static)
+
+
+def _assert_fixed_pretraining(shapes, batch):
+    for element in shapes:
+        assert all(shape[0] == batch for shape in element), element
+    assert len(set(shapes)) == 1, sorted(set(shapes))
+
+
+def test_pretraining_batches_are_fixed_and_static_evaluation_equals_the_dynamic_one(tmp_path):
+    from albert_tf import AlbertPretrainer, training
+
+    tl, path = _pretraining_data(str(tmp_path))  # 11 records: batches of 4 leave 3
+    one = tf.distribute.InputContext(1, 0, 1)
+    train = _pretraining_fn(path, tl, 4, static=True, is_training=True)(one)
+    _assert_fixed_pretraining(_shapes(train.map(lambda b: (b,)), 2 * 11 // 4 + 1), 4)  # a bit over two epochs
+    static = list(_pretraining_fn(path, tl, 4, static=True)(one))
+    assert [float(np.sum(b["is_real_example"])) for b in static] == [4.0, 4.0, 3.0]
+    _assert_fixed_pretraining([tuple(tuple(v.shape) for v in b.values()) for b in static], 4)
+    dynamic = _shapes(_pretraining_fn(path, tl, 4, static=False)(one).map(lambda b: (b,)), 10)
+    with pytest.raises(AssertionError):  # the companion: the dynamic evaluation ends in a batch of 3
+        _assert_fixed_pretraining(dynamic, 4)
+    # Two replicas fed by one pipeline: a whole number of steps (4 batches of 4; the last two padding).
+    two = list(_pretraining_fn(path, tl, 8, static=True)(tf.distribute.InputContext(1, 0, 2)))
+    assert [float(np.sum(b["is_real_example"])) for b in two] == [4.0, 4.0, 3.0, 0.0]
+
+    keras.utils.set_random_seed(2)
+    pretrainer = AlbertPretrainer(tl.tiny_config(initializer_range=0.5))
+    want = training.evaluate(pretrainer, _pretraining_fn(path, tl, 4, static=False))
+    got = training.evaluate(pretrainer, _pretraining_fn(path, tl, 4, static=True))
+    assert want["num_examples"] == got["num_examples"] == 11
+    _assert_same_results(got, want)
+    # The companion: padding rows counted as examples change the results.
+    counted = training.evaluate(pretrainer, lambda ctx: _pretraining_fn(path, tl, 4, static=True)(ctx).map(
+        lambda b: {k: v for k, v in b.items() if k != "is_real_example"}))
+    assert counted["num_examples"] == 12
+    with pytest.raises(AssertionError):
+        _assert_same_results(counted, want)
+
+
+# ------------------------------------------------------------------ albert-finetune
+def finetune_argv(head, data_dir, output_dir, spm, config_file, *extra):
+    """albert-finetune's command line for `head`: random init, one pass, every shared flag explicit."""
+    return [f"--task={head.task}", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+            f"--albert_config_file={config_file}", f"--spm_model_file={spm}",
+            f"--max_seq_length={fh.MAX_SEQ_LENGTH}", f"--train_batch_size={fh.BATCH}",
+            f"--eval_batch_size={fh.BATCH}", "--learning_rate=1e-3", "--num_train_epochs=1",
+            "--warmup_proportion=0.1", "--strategy=default", "--mixed_precision=float32", "--seed=1",
+            "--log_steps=1", "--max_query_length=8", "--doc_stride=8", "--max_qa_length=16",
+            "--optimizer=adamw", "--save_checkpoints_steps=1000", f"--static_length_step={fh.LENGTH_STEP}",
+            "--nojit_compile", "--nostatic_shapes", *extra]
+
+
+def run_finetune_binary(argv):
+    """albert-finetune's main in this process, flags parsed as on the command line."""
+    from absl import flags
+
+    from albert_tf.bin import finetune
+
+    finetune._define_flags()
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["albert-finetune"] + list(argv))
+    try:
+        options = finetune.options_from_flags()
+        finetune.main(["albert-finetune"])
+        return options
+    finally:
+        flags.FLAGS.unparse_flags()
+
+
+def _record_encoder_shapes(monkeypatch):
+    """The shape of every input_ids batch the encoder runs on (a host callback in its graph)."""
+    from albert_tf.models.encoder import AlbertEncoder
+
+    seen, original = [], AlbertEncoder.call
+
+    def call(self, inputs, *args, **kwargs):
+        tf.py_function(lambda shape: seen.append(tuple(shape.numpy().tolist())) or 0,
+                       [tf.shape(inputs["input_ids"])], tf.int32)
+        return original(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(AlbertEncoder, "call", call)
+    return seen
+
+
+def _numbers_or_text(path):
+    """A prediction file as rows of floats (where a field is one) and strings."""
+    def value(field):
+        try:
+            return float(field)
+        except ValueError:
+            return field
+
+    with open(path, encoding="utf-8") as f:
+        return [[value(field) for field in line.rstrip("\n").split("\t")] for line in f]
+
+
+def test_albert_finetune_static_shapes_end_to_end(spm, tmp_path, monkeypatch):
+    from albert_tf.tasks.runner import read_eval_results
+
+    head = fh.HEADS["classifier_single"]
+    data_dir = head.make_data(str(tmp_path / "data"))
+    config_file = str(tmp_path / "albert_config.json")
+    tiny_config().to_json_file(config_file)
+    out = str(tmp_path / "out")
+    seen = _record_encoder_shapes(monkeypatch)
+    options = run_finetune_binary(finetune_argv(head, data_dir, out, spm, config_file, "--static_shapes",
+                                                "--do_train", "--do_eval", "--do_predict"))
+    assert options.task_options.static_shapes and options.task_options.static_length_step == fh.LENGTH_STEP
+    run = [shape for shape in seen if shape not in ((1, 2), (1, 3))]  # not the models' construction-time calls
+    # 3 training steps (14 // 4), dev evaluation after the epoch, then --do_eval and --do_predict: 2 batches each.
+    assert len(run) == 3 + 2 + 2 + 2, run
+    assert all(rows == fh.BATCH and length in LENGTHS for rows, length in run), run
+    static_results = read_eval_results(os.path.join(out, "eval_results.txt"))
+    static_files = {name: _numbers_or_text(os.path.join(out, name))
+                    for name in ("test_results.tsv", "submit_results.tsv")}
+    assert len(static_files["submit_results.tsv"]) == 1 + 7  # header + each dev example once
+
+    # The same model evaluated and predicted with dynamic shapes.
+    run_finetune_binary(finetune_argv(head, data_dir, out, spm, config_file, "--nodo_train", "--do_eval",
+                                      "--do_predict"))
+    _assert_same_results(read_eval_results(os.path.join(out, "eval_results.txt")), static_results)
+    for name, rows in static_files.items():
+        again = _numbers_or_text(os.path.join(out, name))
+        assert len(again) == len(rows)
+        for got, want in zip(again, rows):
+            assert [g if isinstance(g, str) else pytest.approx(g, rel=RTOL, abs=ATOL) for g in got] == want, name
+
+
+def test_albert_pretrain_static_shapes_evaluation(tmp_path):
+    """albert-pretrain --static_shapes evaluates 11 records in 3 batches of 4 (the last padded) to the numbers
+    of the dynamic evaluation (whose last batch holds 3)."""
+    import subprocess
+
+    import albert_tf
+    from albert_tf import AlbertPretrainer
+    from albert_tf.training.common import EVAL_RESULTS_FILENAME
+
+    tl, path = _pretraining_data(str(tmp_path))
+    checkpoint = str(tmp_path / "pretrained")
+    keras.utils.set_random_seed(2)
+    albert_tf.save_pretrained(AlbertPretrainer(tl.tiny_config(initializer_range=0.5)), checkpoint)
+    tl.tiny_config().to_json_file(str(tmp_path / "albert_config.json"))
+    results = {}
+    for static in (True, False):
+        out = tmp_path / f"out_{static}"
+        command = [sys.executable, "-m", "albert_tf.bin.pretrain", f"--init_checkpoint={checkpoint}",
+                   f"--albert_config_file={tmp_path / 'albert_config.json'}", f"--eval_input_file={path}",
+                   f"--output_dir={out}", "--nodo_train", "--do_eval", "--eval_batch_size=4", "--max_eval_steps=10",
+                   "--max_seq_length=16", "--max_predictions_per_seq=3", "--mixed_precision=float32",
+                   "--static_shapes" if static else "--nostatic_shapes"]
+        proc = subprocess.run(command, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert ("Static shapes: evaluation batches of 4" in proc.stderr) is static
+        from albert_tf.tasks.runner import read_eval_results
+
+        results[static] = read_eval_results(str(out / EVAL_RESULTS_FILENAME))
+    assert results[True]["num_examples"] == 11
+    _assert_same_results(results[True], results[False])
