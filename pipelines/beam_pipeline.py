@@ -446,46 +446,61 @@ def build_pipeline(pipeline: beam.Pipeline, files: Sequence[str], spm_proto: byt
     return written | "Paths" >> beam.Map(lambda kv: kv[0])
 
 
-def _counter_value(counter) -> Optional[int]:
-    """A counter's committed value where the runner has one (0 included), else
-    its attempted value (which counts retried bundles again), else None."""
+def _counter_value(counter) -> Tuple[Optional[int], Optional[str]]:
+    """A counter's committed value where the runner has one (0 included),
+    else its attempted value (which counts retried bundles again), else None;
+    and which kind it is."""
     for kind in ("committed", "attempted"):
         try:
             value = getattr(counter, kind)
         except Exception:  # runners without that kind of metric may raise  # noqa: BLE001
             continue
         if value is not None:
-            return int(value)
-    return None
+            return int(value), kind
+    return None, None
 
 
-def _summary(result, seconds: float) -> Tuple[PretrainingDataSummary, Optional[int]]:
-    """The counts of the pipeline's metrics, and the number of shards written
-    (None when the runner reports none of this pipeline's counters: the
-    counts then stay 0 and mean nothing).
+def _summary(result, seconds: float) -> Tuple[PretrainingDataSummary, Optional[str]]:
+    """The counts of the pipeline's metrics, and their kind: "committed",
+    "attempted" (some counter has no committed value on this runner: retried
+    bundles may be counted twice), or None (the runner reports none of this
+    pipeline's counters: the counts stay 0 and mean nothing).
 
-    Never raises: it runs after the pipeline succeeded, and the shards are
-    checked on disk, not through these counts.
+    Informational only: the instances and the shards are the manifest's
+    (`_recorded_records`). Never raises: it runs after the pipeline succeeded.
     """
     from apache_beam.metrics.metric import MetricsFilter
 
     values: Dict[str, Optional[int]] = {name: None for name in _COUNTERS}
+    kinds = set()
     try:
         counters = result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))["counters"]
     except Exception as error:  # noqa: BLE001  (a runner without metrics support)
         logging.warning("The runner reports no metrics (%s): the summary's counts are 0.", error)
         counters = []
     for counter in counters:
-        value = _counter_value(counter)
+        value, kind = _counter_value(counter)
         name = counter.key.metric.name
         if value is not None and name in values:
             values[name] = (values[name] or 0) + value
+            kinds.add(kind)
     summary = PretrainingDataSummary(seconds=seconds)
     for name in _COUNTERS[:-1]:
         setattr(summary, name, int(values[name] or 0))
-    if all(value is None for value in values.values()):
+    if not kinds:
         return summary, None
-    return summary, int(values["shards_written"] or 0)
+    return summary, "attempted" if "attempted" in kinds else "committed"
+
+
+def _recorded_records(output_dir: str, config: PretrainingDataConfig, paths: Sequence[str]) -> Dict[str, int]:
+    """Each shard's record count from the manifest: committed facts (an entry
+    is recorded once its shard is complete), whatever metrics the runner
+    keeps. A shard without an entry (written by a version without entries)
+    is read once and recorded."""
+    prefix = config.file_prefix
+    shard_manifest.record_shards(output_dir, prefix, shard_manifest.missing_entries(output_dir, prefix, paths))
+    entries = (shard_manifest.read_manifest(output_dir, prefix) or {}).get(shard_manifest.SHARDS_KEY) or {}
+    return {path: int(entries[os.path.basename(path)]["records"]) for path in paths}
 
 
 def _stale_output_message(error: BaseException) -> Optional[str]:
@@ -513,8 +528,9 @@ def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str
         overwrite: replace shards made with other settings or inputs.
 
     Returns:
-        The summary (counts from the pipeline's metrics; shards_written holds
-        the number of shards written in this run).
+        The summary: instances from the manifest's record counts of the
+        shards written in this run (shards_written), the other counts from
+        the pipeline's metrics (committed where the runner keeps them).
 
     Raises:
         FileNotFoundError / ValueError: as the single-machine tool, naming
@@ -549,26 +565,23 @@ def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str
         if stale:
             raise ValueError(stale) from None
         raise
-    summary, written = _summary(pipeline.result, time.time() - start)
+    summary, kind = _summary(pipeline.result, time.time() - start)
     summary.shards_written = [p for p in finals if p not in complete]
     summary.shards_already_complete = [p for p in finals if p in complete]
     absent = [p for p in finals if not tf.io.gfile.exists(p)]
     if absent:
         raise RuntimeError(f"The pipeline finished but {len(absent)} shard(s) are missing in "
                            f"{output_dir}: {', '.join(os.path.basename(p) for p in absent[:5])}.")
-    if written is not None and written != len(summary.shards_written):
-        # Attempted counters count retried bundles again: a note, not a failure.
-        logging.warning("The runner counted %d shard writes for the %d shards written.",
-                        written, len(summary.shards_written))
-    # Complete shards of an older run whose manifest has no entries for them.
-    shard_manifest.record_shards(output_dir, config.file_prefix, shard_manifest.missing_entries(
-        output_dir, config.file_prefix, sorted(complete)))
-    if written is None:
-        logging.warning("The runner reports none of the pipeline's counters: the summary's "
-                        "counts are unknown (shown as 0).")
-    elif summary.instances == 0 and summary.shards_written:
-        # Nothing was made: remove the empty shards (and the manifest, unless
-        # older shards rely on it), as the tool does.
+    records = _recorded_records(output_dir, config, finals)
+    summary.instances = sum(records[p] for p in summary.shards_written)
+    if kind != "committed":
+        logging.warning("The runner reports %s: the summary's other counts (documents, tokens...) %s; the "
+                        "instances are the manifest's record counts.",
+                        "attempted counts only" if kind else "none of the pipeline's counters",
+                        "may count retried bundles twice" if kind else "are unknown (shown as 0)")
+    if summary.instances == 0 and summary.shards_written:
+        # Nothing was made (the shards written hold no record): remove them (and the
+        # manifest, unless older shards rely on it), as the tool does.
         for path in summary.shards_written:
             tf.io.gfile.remove(path)
         if not summary.shards_already_complete:
@@ -578,4 +591,3 @@ def create_pretraining_data_beam(input_files: Sequence[str], spm_model_file: str
             f"{summary.one_sentence_documents} one-sentence documents skipped. Documents need at "
             "least two sentences (one per line, blank lines between documents).")
     return summary
-

@@ -102,7 +102,13 @@ def test_two_worker_processes_write_the_tools_bytes(corpus, spm_model, tmp_path)
     assert sum(e["records"] for e in entries.values()) == summary.instances
 
 
-def test_rerun_after_a_killed_run_writes_only_the_missing_shard(corpus, spm_model, tmp_path):
+def _lying_metrics(monkeypatch, instances, kind):
+    """The runner's metrics replaced: `instances` counted (e.g. retried bundles counted twice), of `kind`."""
+    monkeypatch.setattr(beam_pipeline, "_summary",
+                        lambda result, seconds: (create.PretrainingDataSummary(instances=instances), kind))
+
+
+def test_rerun_after_a_killed_run_writes_only_the_missing_shard(corpus, spm_model, tmp_path, monkeypatch):
     out = str(tmp_path / "beam")
     shutil.copytree(corpus["tool"], out)
     # What a run killed while writing shard 1 leaves: no shard 1, its temporary file.
@@ -112,29 +118,39 @@ def test_rerun_after_a_killed_run_writes_only_the_missing_shard(corpus, spm_mode
     with open(stale, "wb") as f:
         f.write(b"half a shard")
     kept = {p: os.stat(p).st_mtime_ns for p in (create.shard_path(out, 0, 3), create.shard_path(out, 2, 3))}
+    # Attempted counts that count every instance twice: the summary takes the manifest's records instead.
+    _lying_metrics(monkeypatch, 2 * corpus["summary"].instances, "attempted")
     summary = beam_pipeline.create_pretraining_data_beam([corpus["pattern"]], spm_model, out, CONFIG)
     assert summary.shards_written == [missing] and sorted(summary.shards_already_complete) == sorted(kept)
     assert {p: os.stat(p).st_mtime_ns for p in kept} == kept  # untouched
     assert _same_files(corpus["tool"], out) == []  # the temporary file is gone too
+    with open(os.path.join(out, "pretrain.manifest.json")) as f:
+        assert summary.instances == json.load(f)["shards"][os.path.basename(missing)]["records"] > 0
 
 
-def test_other_settings_are_named_before_launch(corpus, spm_model):
-    with pytest.raises(ValueError, match=r"setting dupe_factor: old 2, new 3.*--overwrite"):
-        beam_pipeline.create_pretraining_data_beam(
-            [corpus["pattern"]], spm_model, corpus["tool"], dataclasses.replace(CONFIG, dupe_factor=3))
+def test_nothing_made_removes_the_shards_and_manifest_on_a_runner_without_metrics(spm_model, tmp_path,
+                                                                                   monkeypatch):
+    """The shards' record counts decide (the manifest), not metrics: here the runner reports none."""
+    one_sentence = write_corpus(str(tmp_path / "short.txt"), num_docs=6, min_sentences=1, max_sentences=1)
+    out = str(tmp_path / "beam")
+    _lying_metrics(monkeypatch, 0, None)
+    with pytest.raises(ValueError, match="No instance could be made from"):
+        beam_pipeline.create_pretraining_data_beam([one_sentence], spm_model, out, CONFIG)
+    assert os.listdir(out) == []  # empty shards and the manifest removed: other inputs need no --overwrite
 
 
-def test_changed_input_of_the_same_size_is_named_by_the_pipeline(corpus, spm_model, tmp_path):
-    """The launcher sees names and sizes only; the workers' SHA-256 catch the rest."""
-    inputs = tmp_path / "inputs"
-    shutil.copytree(corpus["root"], inputs, ignore=shutil.ignore_patterns("tool"))
-    text = (inputs / "b.txt").read_bytes()
-    (inputs / "b.txt").write_bytes(text.replace(b"Ka", b"Lo", 1) if b"Ka" in text else text.replace(b"Mi", b"Ka", 1))
-    out = str(tmp_path / "out")
+def test_instances_are_the_manifests_record_counts_whatever_the_metrics(corpus, spm_model, tmp_path,
+                                                                        monkeypatch):
+    """A runner with committed metrics that disagree (a companion: the counters are not what is read)."""
+    out = str(tmp_path / "beam")
     shutil.copytree(corpus["tool"], out)
-    with pytest.raises(ValueError, match=r"^\S+ holds shards made with other settings or inputs .*input file 2: "
-                                         r"old b\.txt .*new b\.txt.*--overwrite"):
-        beam_pipeline.create_pretraining_data_beam([str(inputs / "*.txt*")], spm_model, out, CONFIG)
+    os.remove(create.shard_path(out, 2, 3))
+    _lying_metrics(monkeypatch, 0, "committed")  # 0 would mean "nothing made" if the metrics decided
+    summary = beam_pipeline.create_pretraining_data_beam([corpus["pattern"]], spm_model, out, CONFIG)
+    with open(os.path.join(out, "pretrain.manifest.json")) as f:
+        assert summary.instances == json.load(f)["shards"][os.path.basename(create.shard_path(out, 2, 3))][
+            "records"] > 0
+    assert _same_files(corpus["tool"], out) == []
 
 
 def _binary(*args):
@@ -212,16 +228,16 @@ def test_summary_prefers_committed_counts_zero_included():
     result = _Result([_Counter("instances", committed=7, attempted=9),
                       _Counter("label_one", committed=0, attempted=3),  # 0 committed is 0, not "unknown"
                       _Counter("shards_written", committed=2, attempted=5)])
-    summary, written = beam_pipeline._summary(result, 1.0)
-    assert (summary.instances, summary.label_one, written) == (7, 0, 2)
+    summary, kind = beam_pipeline._summary(result, 1.0)
+    assert (summary.instances, summary.label_one, kind) == (7, 0, "committed")
 
 
 def test_summary_falls_back_to_attempted_and_never_raises():
     raising = _Result([_Counter("instances", attempted=9, raises=True),
                        _Counter("shards_written", attempted=3, raises=True)])
-    summary, written = beam_pipeline._summary(raising, 1.0)
-    assert (summary.instances, written) == (9, 3)
-    summary, written = beam_pipeline._summary(_Result(error=NotImplementedError("no metrics")), 1.0)
-    assert (summary.instances, written) == (0, None)  # unknown, not a failure
-    summary, written = beam_pipeline._summary(_Result([]), 1.0)
-    assert written is None
+    summary, kind = beam_pipeline._summary(raising, 1.0)
+    assert (summary.instances, kind) == (9, "attempted")  # said so in a warning; instances: the manifest's
+    summary, kind = beam_pipeline._summary(_Result(error=NotImplementedError("no metrics")), 1.0)
+    assert (summary.instances, kind) == (0, None)  # unknown, not a failure
+    summary, kind = beam_pipeline._summary(_Result([]), 1.0)
+    assert kind is None
