@@ -17,7 +17,8 @@ output directory. Signatures: serving_default (text in), serve_text_pair
 albert_tf/export/ for every head's inputs and outputs. The text signatures
 need a model server with the tensorflow-text ops; --notext_signatures writes
 an ids-only model (serve_token_ids, also as serving_default) that a stock
-TF Serving loads.
+TF Serving loads, and needs no SentencePiece model (one found or given is
+still written to assets/spm.model for the clients that tokenize).
 
 --format=openvino writes <export_dir>/<version>/model.xml + model.bin, an
 OpenVINO IR that OpenVINO Model Server serves with TF Serving's API (the
@@ -49,16 +50,21 @@ def find_spm_model(checkpoint: str) -> Optional[str]:
 
 
 def _load_model(head: str):
-    """The model to export and the SentencePiece file to use (None: the model's own)."""
+    """The model to export and the SentencePiece file to use (None: the model's own, or none at all for an
+    ids-only export of a checkpoint without one)."""
     import albert_tf
 
     if head in _PRETRAINED_HEADS:
         spm = FLAGS.spm_model_file or find_spm_model(FLAGS.checkpoint)
-        if spm is None:
+        if spm is None and FLAGS.text_signatures:
             raise ValueError(
                 f"--spm_model_file: no SentencePiece model next to --checkpoint={FLAGS.checkpoint!r} "
-                "(looked for spm.model or a single *.model file); pass --spm_model_file."
+                "(looked for spm.model or a single *.model file); pass --spm_model_file, or export ids only "
+                "(--notext_signatures)."
             )
+        if spm is None:
+            logging.info("No SentencePiece model: an ids-only export without assets/spm.model%s.",
+                         " and without top_k_pieces" if head == "pretrainer" else "")
         pretrainer = albert_tf.load_checkpoint(FLAGS.checkpoint)
         return (pretrainer.encoder if head == "encoder" else pretrainer), spm
     load_task_model = getattr(albert_tf, "load_task_model", None)

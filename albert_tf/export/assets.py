@@ -7,7 +7,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.export.base import _Serving, _task_config
+from albert_tf.export.base import _Serving, _task_config, has_tokenizer
 
 SPM_ASSET = "spm.model"
 CONFIG_ASSET = "albert_config.json"
@@ -20,15 +20,18 @@ PREPROCESSING_ASSET = "preprocessing.json"
 def _write_assets(saved_dir: str, model, preprocessor, serving: _Serving) -> None:
     """SentencePiece model, config, label names and the serving settings beside the graph.
 
-    The graph embeds the SentencePiece model itself; these copies are for the
-    people and tools that look at the folder.
+    A text graph embeds the SentencePiece model itself; these copies are for
+    the people and tools that look at the folder (an ids-only export's
+    clients tokenize with spm.model). An ids-only export made without a
+    SentencePiece model has no spm.model.
     """
     from pipelines.fileio import atomic_write
 
     assets = os.path.join(saved_dir, "assets")
     tf.io.gfile.makedirs(assets)
-    with atomic_write(os.path.join(assets, SPM_ASSET), "wb") as f:
-        f.write(preprocessor.spm_model_proto)
+    if has_tokenizer(preprocessor):
+        with atomic_write(os.path.join(assets, SPM_ASSET), "wb") as f:
+            f.write(preprocessor.spm_model_proto)
     with atomic_write(os.path.join(assets, CONFIG_ASSET)) as f:
         f.write(model.config.to_json_string() if hasattr(model.config, "to_json_string")
                 else json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n")

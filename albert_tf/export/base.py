@@ -12,6 +12,62 @@ from albert_tf.layers.preprocessor import CHARS_PER_PIECE, at_least_one_position
 ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
 
 
+class IdsOnlyPacking:
+    """The stand-in for the preprocessor of an ids-only export that has no SentencePiece model.
+
+    An ids-only graph holds no tokenizer, so it needs none; this object keeps
+    the packing settings the export records for clients
+    (assets/preprocessing.json) and the [MASK] id of the SentencePiece
+    contract. What needs the SentencePiece model itself (tokenizing, piece
+    names) raises a ValueError saying what to pass.
+
+    Args:
+        owner: the model's class name (for the message).
+        max_seq_length, do_lower_case, normalization: the packing settings.
+
+    Example:
+    >>> packing = IdsOnlyPacking("AlbertEncoder", 128, True, "original")
+    >>> packing.max_seq_length, packing.mask_id, has_tokenizer(packing)
+    (128, 4, False)
+    >>> packing.spm_model_proto
+    Traceback (most recent call last):
+    ...
+    ValueError: A AlbertEncoder has no tokenizer, and this export needs one (text inputs or text outputs): pass spm_model_file (the SentencePiece model it was trained with).
+    """
+
+    mask_id = 4  # the SentencePiece contract: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4
+
+    def __init__(self, owner: str, max_seq_length: int, do_lower_case: bool, normalization: str):
+        self.owner = owner
+        self.max_seq_length = int(max_seq_length)
+        self.do_lower_case = bool(do_lower_case)
+        self.normalization = normalization
+
+    def get_config(self) -> Dict[str, Any]:
+        return {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case,
+                "normalization": self.normalization}
+
+    def missing(self) -> ValueError:
+        """The error for anything that needs the SentencePiece model."""
+        return ValueError(f"A {self.owner} has no tokenizer, and this export needs one (text inputs or text "
+                          "outputs): pass spm_model_file (the SentencePiece model it was trained with).")
+
+    @property
+    def spm_model_proto(self) -> bytes:
+        raise self.missing()
+
+    def tokenize(self, *args, **kwargs):
+        raise self.missing()
+
+    def __call__(self, *args, **kwargs):
+        raise self.missing()
+
+
+def has_tokenizer(preprocessor) -> bool:
+    """Whether the export has a SentencePiece model (not an `IdsOnlyPacking`)."""
+    return not isinstance(preprocessor, IdsOnlyPacking)
+
+
 def _piece_table(preprocessor) -> List[str]:
     import sentencepiece as spm
 

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from albert_tf.export.base import _f32, _piece_table, _Serving
+from albert_tf.export.base import _f32, _piece_table, _Serving, has_tokenizer
 
 
 class _ClassifierServing(_Serving):
@@ -33,7 +33,8 @@ class _TaggingServing(_Serving):
     def __init__(self, model, preprocessor, head, tag_names: Sequence[str]):
         super().__init__(model, preprocessor, head)
         self.tag_names = tf.constant(list(tag_names))
-        self.pieces = tf.constant(_piece_table(preprocessor))
+        # Without a SentencePiece model (an ids-only export) the tokens are not named: no `pieces` output.
+        self.pieces = tf.constant(_piece_table(preprocessor)) if has_tokenizer(preprocessor) else None
 
     def names_asset(self):
         return ("tag", self.tag_names)
@@ -43,9 +44,11 @@ class _TaggingServing(_Serving):
         real = tf.cast(ids["input_mask"], tf.bool)
         logits = _f32(self._call_model(ids))
         tag_ids = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        return {
+        result = {
             "tags": tf.where(real, tf.gather(self.tag_names, tag_ids), ""),
-            "pieces": tf.where(real, tf.gather(self.pieces, input_ids), ""),
             "tag_ids": tf.where(real, tag_ids, -1),
             "input_mask": tf.cast(real, tf.int32),
         }
+        if self.pieces is not None:
+            result["pieces"] = tf.where(real, tf.gather(self.pieces, input_ids), "")
+        return result

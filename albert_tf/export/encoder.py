@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from albert_tf.layers.preprocessor import at_least_one_position, cut_text
 
-from albert_tf.export.base import ID_INPUTS, _f32, _max_len, _piece_table, _Serving, _spec
+from albert_tf.export.base import ID_INPUTS, _f32, _max_len, _piece_table, _Serving, _spec, has_tokenizer
 
 # What a fill-mask request writes where a piece is to be predicted.
 MASK_TOKEN = "[MASK]"
@@ -23,13 +23,15 @@ class _EncoderServing(_Serving):
 
 
 class _PretrainerServing(_Serving):
-    """Fill-mask: `[MASK]` in the text becomes the [MASK] id; top-k per mask."""
+    """Fill-mask: `[MASK]` in the text becomes the [MASK] id; top-k per mask (ids, scores and, with a
+    SentencePiece model, pieces)."""
 
     def __init__(self, model, preprocessor, head, top_k: int):
         super().__init__(model, preprocessor, head)
-        pieces = _piece_table(preprocessor)
-        self.pieces = tf.constant(pieces)
-        self.top_k = min(int(top_k), len(pieces))
+        # Without a SentencePiece model (an ids-only export) the candidates are ids only: no top_k_pieces.
+        pieces = _piece_table(preprocessor) if has_tokenizer(preprocessor) else None
+        self.pieces = None if pieces is None else tf.constant(pieces)
+        self.top_k = min(int(top_k), model.config.vocab_size if pieces is None else len(pieces))
         self.mask_id = int(preprocessor.mask_id)
 
     def text_functions(self):
@@ -76,9 +78,11 @@ class _PretrainerServing(_Serving):
         logits = _f32(self.run_model(inputs)["mlm_logits"])  # [B, M, V]
         scores, top_ids = tf.math.top_k(tf.nn.softmax(logits, axis=-1), k=self.top_k)
         keep = valid[:, :, tf.newaxis]
-        return {
+        result = {
             "masked_positions": tf.where(valid, dense_positions, -1),
             "top_k_ids": tf.where(keep, top_ids, -1),
-            "top_k_pieces": tf.where(keep, tf.gather(self.pieces, top_ids), ""),
             "top_k_scores": tf.where(keep, scores, 0.0),
         }
+        if self.pieces is not None:
+            result["top_k_pieces"] = tf.where(keep, tf.gather(self.pieces, top_ids), "")
+        return result

@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.export.assets import _write_assets
+from albert_tf.export.base import IdsOnlyPacking, has_tokenizer
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
 from albert_tf.export.versions import _choose_version, release_version
 from albert_tf.export.warmup import write_warmup_requests
@@ -54,8 +55,13 @@ def export_saved_model(
         max_seq_length: longest packed sequence (longer text is truncated as
             in training); default: the task model's preprocessor's, else 128
             (or max_position_embeddings when that is smaller).
-        spm_model_file: the SentencePiece model; required for encoder and
-            pretrainer, optional for task models (they carry their own).
+        spm_model_file: the SentencePiece model; required for the text
+            signatures of encoder and pretrainer, optional for task models
+            (they carry their own). Written to assets/spm.model for clients.
+            An ids-only export (text_signatures=False) needs none, except
+            span_qa (its answers are text); without one it has no
+            assets/spm.model, and the pretrainer serves no `top_k_pieces`
+            and tagging no `pieces` (ids only).
         do_lower_case: default: the task model's preprocessor's, else True.
         label_names: classifier label names or tagging tag names (default:
             the model's `label_names`/`tag_names`, else "0", "1", ...).
@@ -65,7 +71,8 @@ def export_saved_model(
         text_signatures: False writes only `serve_token_ids` (also as
             `serving_default`), with no tensorflow-text op in the graph: for
             a stock TF Serving, which cannot load a graph that holds the
-            SentencePiece op even when only the ids signature is called.
+            SentencePiece op even when only the ids signature is called. Needs
+            no SentencePiece model (see spm_model_file).
         normalization: "original" or "xlnet" (see
             `pipelines.tokenizer.preprocess_text`); default: the task model's
             preprocessor's, else "original".
@@ -89,7 +96,8 @@ def export_saved_model(
 
     Raises:
         ValueError: unknown head, a model that does not match the head, a
-            missing SentencePiece model, bad label names or version.
+            missing SentencePiece model (text signatures, span_qa), bad label
+            names or version.
         FileExistsError: export_dir/version exists already.
 
     Example:
@@ -98,11 +106,15 @@ def export_saved_model(
     'exports/fill_mask/1'
     >>> export_saved_model(albert_tf.load_task_model("runs/sst2"), "exports/sst2")  # doctest: +SKIP
     'exports/sst2/1'
+    >>> export_saved_model(pre.encoder, "exports/ids", text_signatures=False)  # doctest: +SKIP
+    'exports/ids/1'
     """
     head = _resolve_head(model, head)
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}.")
     model, preprocessor = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
+    if text_signatures and not has_tokenizer(preprocessor):
+        raise preprocessor.missing()
     serving = _HEAD_BUILDERS[head](model, preprocessor, label_names=label_names, top_k=top_k,
                                    max_answer_length=max_answer_length, doc_stride=doc_stride,
                                    max_context_length=max_context_length,
@@ -164,7 +176,8 @@ def _quiet_tensorflow_logger():
 
 
 def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization=None):
-    """(model, preprocessor): the model's own preprocessor, or a new one.
+    """(model, preprocessor): the model's own preprocessor, a new one, or (no
+    SentencePiece model anywhere) an `IdsOnlyPacking` holding the settings.
 
     A task model packs text itself (span QA and multiple choice truncate in
     their own way), so when its preprocessor must change (another
@@ -192,10 +205,8 @@ def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, nor
             return model, own
         pre = AlbertTextPreprocessor(spm_model_proto=own.spm_model_proto, **wanted)
     elif spm_model_file is None:
-        raise ValueError(
-            f"A {type(model).__name__} has no tokenizer: pass spm_model_file (the SentencePiece model "
-            "it was trained with)."
-        )
+        # Nothing to tokenize with: enough for an ids-only export (the text graphs raise `missing()`).
+        return model, IdsOnlyPacking(type(model).__name__, **wanted)
     else:
         if not tf.io.gfile.exists(spm_model_file):
             raise FileNotFoundError(f"SentencePiece model not found: {spm_model_file!r}")
