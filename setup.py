@@ -36,7 +36,7 @@ setuptools.setup(
         "serving": ["tensorflow-serving-api>=2.21,<2.22"],
         # torch==2.13.0: the CPU build pip finds on this project's machines; an
         # unpinned torch pulls a multi-GB CUDA build. keras-hub/transformers:
-        # the releases measured with TF 2.21 / Keras 3.15 (bench/RESULTS.md).
+        # the releases measured with TF 2.21 / Keras 3.15 (bench/results/<cpu-kind>.md).
         # OpenVINO and ONNX Runtime run Hugging Face's model exported with
         # torch.onnx.export (which needs onnx and onnxscript); none changes
         # the protobuf that tensorflow 2.21 uses. openvino-tokenizers: the raw-text

@@ -27,10 +27,27 @@ TEXT_MAX_SEQ_LENGTH = 128
 PREDICTIONS_PER_SEQ = 20
 
 
+# The smoke plan's shape (`bench.run --plan smoke`): every system runs, in seconds.
+TINY = dict(ALBERT_BASE, embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=64)
+SHAPES = {"base": ALBERT_BASE, "tiny": TINY}
+
+
+def shape_dims(shape: str, vocab_size: Optional[int] = None) -> Dict[str, int]:
+    """The dimensions of a measurement's `shape` ("base" or "tiny"), with vocab_size when given.
+
+    >>> shape_dims("tiny", 8000)["hidden_size"], shape_dims("tiny", 8000)["vocab_size"]
+    (32, 8000)
+    """
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {sorted(SHAPES)}, got {shape!r}.")
+    return dict(SHAPES[shape], **({"vocab_size": vocab_size} if vocab_size else {}))
+
+
 def model_shape(preset: str) -> Dict[str, int]:
-    """H, E, L, I, V of the presets the benchmark uses (no TF import)."""
+    """H, E, L, I, V of the presets the benchmark uses (no TF import); "base" and "tiny" are the SHAPES."""
     shapes = {
-        "albert_base_v2": dict(ALBERT_BASE),
+        "albert_base_v2": dict(ALBERT_BASE), "base": dict(ALBERT_BASE), "tiny": dict(TINY),
         "albert_large_v2": dict(ALBERT_BASE, hidden_size=1024, num_hidden_layers=24,
                                 num_attention_heads=16, intermediate_size=4096),
         "bert_large": dict(ALBERT_BASE, hidden_size=1024, embedding_size=1024,
@@ -275,6 +292,32 @@ def write_text_pool(path: str, spm_path: str, count: int, batch: int, seed: int 
     return path
 
 
+def length_sorted_chunks(lengths: Sequence[int], rows: int) -> List[np.ndarray]:
+    """A batch's row indices sorted by length (stable, shortest first) and cut into chunks of `rows`:
+    the in-batch sorting any server can do, as our length buckets do
+    (`albert_tf.models.length_buckets`). Each chunk is then padded to its own longest row.
+
+    >>> [c.tolist() for c in length_sorted_chunks([5, 2, 9, 2, 7], 2)]
+    [[1, 3], [0, 4], [2]]
+    """
+    if int(rows) < 1:
+        raise ValueError(f"rows must be >= 1, got {rows!r}.")
+    order = np.argsort(np.asarray(lengths), kind="stable")
+    return [order[i:i + rows] for i in range(0, len(order), rows)]
+
+
+def in_input_order(chunks: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> np.ndarray:
+    """The chunks' outputs (rows in chunk order) put back in the batch's row order.
+
+    >>> in_input_order([np.array([1, 3]), np.array([0, 2])], [np.array([10, 30]), np.array([0, 20])]).tolist()
+    [0, 10, 20, 30]
+    """
+    order = np.concatenate(chunks)
+    out = np.empty_like(np.concatenate(outputs))
+    out[order] = np.concatenate(outputs)
+    return out
+
+
 def read_text_pool(path: str, feed: str, warmup: int, steps: int):
     """(sentences, warm-up batches, timed batches) of a pool file: the first
     `warmup` batches of `feed`'s order, then the next `steps`."""
@@ -368,6 +411,23 @@ def cpu_description() -> Dict[str, object]:
 def has_amx(cpu: Dict[str, object]) -> bool:
     """AMX for bfloat16 matmuls: both amx_bf16 and amx_tile in /proc/cpuinfo's flags."""
     return {"amx_bf16", "amx_tile"} <= set(cpu.get("flags", ()))
+
+
+def cpu_kind(cpu: Optional[Dict[str, object]] = None) -> str:
+    """The kind of CPU a run is kept under (bench/results/<kind>.md): the instructions its bfloat16
+    matmuls use. "amx", "avx512-bf16", "avx512", "avx2" or "other".
+
+    >>> cpu_kind({"flags": ["avx2", "avx512f", "avx512_bf16"]}), cpu_kind({"flags": ["amx_bf16", "amx_tile"]})
+    ('avx512-bf16', 'amx')
+    """
+    cpu = cpu or cpu_description()
+    flags = set(cpu.get("flags", ()))
+    if has_amx(cpu):
+        return "amx"
+    for flag, kind in (("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2")):
+        if flag in flags:
+            return kind
+    return "other"
 
 
 def cpu_line(cpu: Optional[Dict[str, object]] = None) -> str:

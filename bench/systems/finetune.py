@@ -22,7 +22,12 @@ text benchmarks' 8000-piece vocabulary, random weights; mixed bfloat16
   in the tf.data pipeline, padded to the batch's bucket length (padding="bucket":
   pre-packed batches) or to its longest row (padding="longest"); Keras AdamW, `fit`;
 * Hugging Face: `AlbertForSequenceClassification`, its AlbertTokenizer from
-  the same SentencePiece model (padding="longest") in every step, torch AdamW.
+  the same SentencePiece model (padding="longest") in every step, torch AdamW;
+  with `compile=True` the model through `torch.compile` (as the Trainer's
+  `torch_compile=True`: the model, not the optimizer; shapes made dynamic by
+  torch on the second length it sees, so the warm-up should hold two lengths).
+
+Threads: each function sets and reports its framework's (`threads.uses`).
 
 Each result carries the padded and real tokens per example and the training
 GFLOP per example at the padded lengths (`common.forward_flops` x 3), so the
@@ -39,7 +44,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np  # noqa: E402
 
-from bench.systems import common  # noqa: E402
+from bench.systems import common, threads  # noqa: E402
 
 NUM_CLASSES = 2
 LEARNING_RATE = 2e-5
@@ -106,6 +111,7 @@ def _keras_pass_seconds(model, dataset, warmup: int, steps: int) -> Tuple[float,
     return wall_end - wall_begin, cpu_end - cpu_begin
 
 
+@threads.uses("tensorflow")
 def ours(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
          feed: str = "fit", order: str = common.RANDOM, shape: str = "base") -> Dict[str, float]:
     """albert-tf's AlbertClassifier (strings in) trained by `fit`; see the module docstring."""
@@ -146,6 +152,7 @@ def ours(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int,
 
 
 # -------------------------------------------------------------- keras-hub
+@threads.uses("tensorflow")
 def kerashub(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
              order: str = common.GROUPED, padding: str = "bucket", shape: str = "base") -> Dict[str, float]:
     """keras-hub's AlbertTextClassifier trained by `fit` on inputs its
@@ -186,9 +193,11 @@ def kerashub(precision: str, spm_path: str, pool_file: str, batch: int, warmup: 
 
 
 # ---------------------------------------------------------- Hugging Face
+@threads.uses("torch")
 def hf(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, steps: int,
-       order: str = common.GROUPED, shape: str = "base") -> Dict[str, float]:
-    """AlbertForSequenceClassification, AlbertTokenizer (padding="longest") each step, torch AdamW."""
+       order: str = common.GROUPED, shape: str = "base", compile: bool = False) -> Dict[str, float]:
+    """AlbertForSequenceClassification, AlbertTokenizer (padding="longest") each step, torch AdamW;
+    compile: the model through torch.compile."""
     import torch
     import transformers
 
@@ -208,13 +217,14 @@ def hf(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, s
     model = transformers.AlbertForSequenceClassification(config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
+    forward = torch.compile(model) if compile else model
     label_tensor = torch.from_numpy(labels).long()
 
     def step(index):
         enc = tokenizer([texts[i] for i in index], padding="longest", truncation=True,
                         max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")
         with hf_common._autocast(precision):
-            loss = model(**enc, labels=label_tensor[torch.from_numpy(index).long()]).loss
+            loss = forward(**enc, labels=label_tensor[torch.from_numpy(index).long()]).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

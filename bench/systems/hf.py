@@ -1,7 +1,8 @@
 """Hugging Face transformers on PyTorch: AlbertForPreTraining's weights (MLM head
 on the masked positions only, as ours), AlbertModel and
 its text path (AlbertTokenizer, the Rust tokenizer, from the SentencePiece model, padding to
-the batch's longest).
+the batch's longest, or rows sorted by length within the batch, `sort_rows` at a time).
+`shape`: "base" or "tiny" (`common.SHAPES`). Threads: `threads.uses("torch")`.
 
 bfloat16 is `torch.autocast("cpu", dtype=torch.bfloat16)` (weights stay
 float32, as Keras's mixed_bfloat16). The optimizer is torch's AdamW: PyTorch
@@ -14,13 +15,13 @@ import contextlib
 import os
 from typing import Dict, List, Optional
 
-from bench.systems import common
+from bench.systems import common, threads
 
 
-def _config(vocab_size: int = common.ALBERT_BASE["vocab_size"]):
+def _config(vocab_size: int = common.ALBERT_BASE["vocab_size"], shape: str = "base"):
     import transformers
 
-    s = common.ALBERT_BASE
+    s = common.shape_dims(shape)
     return transformers.AlbertConfig(
         vocab_size=vocab_size, embedding_size=s["embedding_size"], hidden_size=s["hidden_size"],
         num_hidden_layers=s["num_hidden_layers"], num_attention_heads=s["num_attention_heads"],
@@ -79,7 +80,9 @@ def pretraining_inputs(ex) -> Dict[str, object]:
                 sentence_order_label=long("next_sentence_labels"))
 
 
-def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile: bool = False) -> Dict[str, float]:
+@threads.uses("torch")
+def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile: bool = False,
+          shape: str = "base") -> Dict[str, float]:
     """AlbertForPreTraining's weights, MLM head on the masked positions only + SOP
     (`masked_pretraining_loss`: the same work as ours); with compile, the loss
     function through `torch.compile` (inductor on CPU)."""
@@ -87,7 +90,7 @@ def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile
     import transformers
 
     _seed()
-    model = transformers.AlbertForPreTraining(_config())
+    model = transformers.AlbertForPreTraining(_config(shape=shape))
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01)
     inputs = pretraining_inputs(common.synthetic_pretraining_batch(
@@ -115,13 +118,14 @@ def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile
     return common.per_second(batch, times)
 
 
-def infer(precision: str, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
+@threads.uses("torch")
+def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, shape: str = "base") -> Dict[str, float]:
     """AlbertModel forward (pooled output) under torch.inference_mode."""
     import torch
     import transformers
 
     _seed()
-    model = transformers.AlbertModel(_config()).eval()
+    model = transformers.AlbertModel(_config(shape=shape)).eval()
     ex = common.synthetic_pretraining_batch(batch, seq, 1, common.ALBERT_BASE["vocab_size"])
     inputs = dict(input_ids=torch.from_numpy(ex["input_ids"]).long(),
                   attention_mask=torch.from_numpy(ex["input_mask"]).long(),
@@ -155,56 +159,43 @@ def _tokenizer(spm_path: str):
     return tokenizer
 
 
-def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int) -> Dict[str, float]:
-    """HF's AlbertTokenizer (padding to each batch's longest, truncation at 128) +
-    AlbertModel over `steps` batches of the pool (tokenizing inside the timed call)."""
+def encode_sorted(tokenizer, texts: List[str], sort_rows: int, return_tensors: str = "pt"):
+    """The batch's encodings: one padded to its longest row (sort_rows 0), or chunks of
+    `sort_rows` rows sorted by length, each padded to its own longest
+    (`common.length_sorted_chunks`). Returns (chunks of row indices, encodings)."""
+    import numpy as np
+
+    if not sort_rows:
+        return [np.arange(len(texts))], [tokenizer(texts, padding="longest", truncation=True,
+                                                   max_length=common.TEXT_MAX_SEQ_LENGTH,
+                                                   return_tensors=return_tensors)]
+    enc = tokenizer(texts, truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)
+    chunks = common.length_sorted_chunks([len(ids) for ids in enc["input_ids"]], sort_rows)
+    return chunks, [tokenizer.pad({k: [enc[k][i] for i in c] for k in enc}, padding="longest",
+                                  return_tensors=return_tensors) for c in chunks]
+
+
+@threads.uses("torch")
+def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
+         sort_rows: int = 0, shape: str = "base") -> Dict[str, float]:
+    """HF's AlbertTokenizer (truncation at 128) + AlbertModel over `steps` batches of the
+    pool, tokenizing inside the timed call; each batch padded to its longest row, or with
+    sort_rows its rows sorted by length and run `sort_rows` at a time (`encode_sorted`)."""
     import torch
     import transformers
 
     _seed()
     tokenizer = _tokenizer(spm_path)
-    model = transformers.AlbertModel(_config(vocab_size=len(tokenizer))).eval()
+    model = transformers.AlbertModel(_config(vocab_size=len(tokenizer), shape=shape)).eval()
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
-
-    def encode(batch):
-        return tokenizer([sentences[i] for i in batch], padding="longest", truncation=True,
-                         max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="pt")
 
     def forward(batch):
-        enc = encode(batch)
+        chunks, encodings = encode_sorted(tokenizer, [sentences[i] for i in batch], sort_rows)
         with torch.inference_mode(), _autocast(precision):
-            return model(**enc).pooler_output.float().numpy()
+            pooled = [model(**enc).pooler_output.float().numpy() for enc in encodings]
+        return common.in_input_order(chunks, pooled)
 
     times = common.timed_pass(forward, warm, timed)
-    return common.text_pass_result(times, [encode(b)["attention_mask"].numpy() for b in timed])
-
-
-def onnx_text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
-              hint: str = "THROUGHPUT", config=None, cache_dir: Optional[str] = None) -> Dict[str, float]:
-    """The same text path as `text` (HF's AlbertTokenizer, padding to each batch's
-    longest, inside the timed call), with AlbertModel exported to ONNX and run by
-    OpenVINO or ONNX Runtime (`onnx_runtimes.make_runner`), over the pool's batches.
-
-    config: the model configuration (default: ALBERT-base with the tokenizer's
-    vocabulary); cache_dir: where the ONNX export is kept.
-    """
-    import numpy as np
-
-    from bench.systems import onnx_runtimes
-
-    tokenizer = _tokenizer(spm_path)
-    config = config if config is not None else _config(vocab_size=len(tokenizer))
-    run, info = onnx_runtimes.make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
-    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
-
-    def encode(batch):
-        enc = tokenizer([sentences[i] for i in batch], padding="longest", truncation=True,
-                        max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="np")
-        ids = enc["input_ids"].astype(np.int64)
-        # One segment: all type ids 0 (transformers 5's AlbertTokenizer does not return them).
-        types = enc["token_type_ids"] if "token_type_ids" in enc else np.zeros_like(ids)
-        return {"input_ids": ids, "attention_mask": enc["attention_mask"].astype(np.int64),
-                "token_type_ids": types.astype(np.int64)}
-
-    times = common.timed_pass(lambda batch: run(encode(batch)), warm, timed)
-    return dict(common.text_pass_result(times, [encode(b)["attention_mask"] for b in timed]), **info)
+    masks = [enc["attention_mask"].numpy() for b in timed
+             for enc in encode_sorted(tokenizer, [sentences[i] for i in b], sort_rows)[1]]
+    return common.text_pass_result(times, masks)

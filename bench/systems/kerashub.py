@@ -2,7 +2,8 @@
 text path (AlbertTokenizer on the SentencePiece proto + preprocessor).
 
 AlbertMaskedLM has no sentence-order head: its training step is the MLM loss
-alone (the SOP head is 2*H FLOPs, nothing next to the rest).
+alone (the SOP head is 2*H FLOPs, nothing next to the rest). `shape`: "base" or
+"tiny" (`common.SHAPES`). Threads: `threads.uses("tensorflow")`.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ from typing import Dict, List  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from bench.systems import common  # noqa: E402
+from bench.systems import common, threads  # noqa: E402
 
 
 def _policy(precision: str) -> str:
     return {"float32": "float32", "bfloat16": "mixed_bfloat16"}[precision]
 
 
-def _backbone(precision: str, vocab_size: int = common.ALBERT_BASE["vocab_size"]):
+def _backbone(precision: str, vocab_size: int = common.ALBERT_BASE["vocab_size"], shape: str = "base"):
     import keras_hub
 
-    s = common.ALBERT_BASE
+    s = common.shape_dims(shape)
     return keras_hub.models.AlbertBackbone(
         vocabulary_size=vocab_size, num_layers=s["num_hidden_layers"],
         num_heads=s["num_attention_heads"], embedding_dim=s["embedding_size"],
@@ -41,14 +42,16 @@ def _inputs(ex) -> Dict[str, tf.Tensor]:
             "padding_mask": tf.constant(ex["input_mask"].astype(bool))}
 
 
-def train_fit(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
+@threads.uses("tensorflow")
+def train_fit(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
+              shape: str = "base") -> Dict[str, float]:
     """AlbertMaskedLM.fit with albert-tf's LAMB (the same optimizer as ours)."""
     import keras
     import keras_hub
 
     from bench.systems import ours
 
-    model = keras_hub.models.AlbertMaskedLM(_backbone(precision), preprocessor=None)
+    model = keras_hub.models.AlbertMaskedLM(_backbone(precision, shape=shape), preprocessor=None)
     model.compile(optimizer=ours._optimization(batch).create_optimizer(),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                   weighted_metrics=[], jit_compile=xla)
@@ -61,9 +64,11 @@ def train_fit(precision: str, xla: bool, batch: int, seq: int, warmup: int, step
     return ours._fit_timed(model, dataset, batch, warmup, steps, keras)
 
 
-def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int) -> Dict[str, float]:
+@threads.uses("tensorflow")
+def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
+          shape: str = "base") -> Dict[str, float]:
     """AlbertBackbone forward pass (pooled output) in a tf.function."""
-    backbone = _backbone(precision)
+    backbone = _backbone(precision, shape=shape)
     x = _inputs(common.synthetic_pretraining_batch(batch, seq, 1, common.ALBERT_BASE["vocab_size"]))
     forward = tf.function(lambda inputs: backbone(inputs, training=False)["pooled_output"], jit_compile=xla)
     times = common.timed_calls(lambda: forward(x).numpy(), warmup, steps)
@@ -98,28 +103,57 @@ def batch_lengths(preprocessor, sentences, batches, padding: str) -> List[int]:
     return longest if padding == "longest" else [common.bucket_length(n) for n in longest]
 
 
+def _sorted_forward(backbone, preprocessor, rows: int, sort_rows: int):
+    """A tf.function: texts [rows] -> pooled outputs, the rows sorted by packed length and run
+    `sort_rows` at a time, each chunk cut to its own longest row, then put back in input order
+    (as `common.length_sorted_chunks`)."""
+    @tf.function
+    def forward(texts):
+        packed = preprocessor(texts)
+        lengths = tf.reduce_sum(tf.cast(packed["padding_mask"], tf.int32), axis=1)
+        order = tf.argsort(lengths, stable=True)
+        pooled = []
+        for start in range(0, rows, sort_rows):
+            index = order[start:start + sort_rows]
+            longest = tf.reduce_max(tf.gather(lengths, index))
+            chunk = {k: tf.gather(v, index)[:, :longest] for k, v in packed.items()}
+            pooled.append(backbone(chunk, training=False)["pooled_output"])
+        pooled = tf.concat(pooled, axis=0)
+        return tf.scatter_nd(order[:, None], pooled, tf.shape(pooled))
+    return forward
+
+
+@threads.uses("tensorflow")
 def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
-         padding: str = "bucket") -> Dict[str, float]:
+         padding: str = "bucket", sort_rows: int = 0, shape: str = "base") -> Dict[str, float]:
     """keras-hub's text path: AlbertTokenizer + AlbertTextClassifierPreprocessor + the
     backbone, each batch padded to its bucket's length (padding="bucket", pre-packed
-    batches) or to its longest row (padding="longest")."""
+    batches) or to its longest row (padding="longest"); with sort_rows, each batch's rows
+    sorted by length and run `sort_rows` at a time, each chunk padded to its longest."""
     import keras_hub
 
     tokenizer = keras_hub.models.AlbertTokenizer(proto=spm_path)
     preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(
         tokenizer, sequence_length=common.TEXT_MAX_SEQ_LENGTH)
-    backbone = _backbone(precision, vocab_size=tokenizer.vocabulary_size())
+    backbone = _backbone(precision, vocab_size=tokenizer.vocabulary_size(), shape=shape)
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
     sentences = normalized(sentences)
+    real = preprocessor(tf.constant(sentences))["padding_mask"].numpy().sum(axis=1)
+    if sort_rows:
+        forward = _sorted_forward(backbone, preprocessor, len(timed[0]), int(sort_rows))
+        calls = [tf.constant([sentences[i] for i in b]) for b in warm + timed]
+        times = common.timed_pass(lambda texts: forward(texts).numpy(), calls[:len(warm)], calls[len(warm):])
+        masks = [np.arange(real[np.asarray(b)[c]].max())[None, :] < real[np.asarray(b)[c]][:, None]
+                 for b in timed for c in common.length_sorted_chunks(real[b], int(sort_rows))]
+        return common.text_pass_result(times, masks)
     lengths = batch_lengths(preprocessor, sentences, warm + timed, padding)
 
     @tf.function
-    def forward(texts, length):
+    def padded_forward(texts, length):
         return backbone(_padded_to(preprocessor, texts, length), training=False)["pooled_output"]
 
     calls = [(tf.constant([sentences[i] for i in b]), tf.constant(n)) for b, n in zip(warm + timed, lengths)]
-    times = common.timed_pass(lambda call: forward(*call).numpy(), calls[:len(warm)], calls[len(warm):])
-    real = preprocessor(tf.constant(sentences))["padding_mask"].numpy().sum(axis=1)
+    times = common.timed_pass(lambda call: padded_forward(*call).numpy(), calls[:len(warm)], calls[len(warm):])
     # Masks at the padded length of each batch: real tokens first, then padding.
     masks = [np.arange(n)[None, :] < real[b][:, None] for b, n in zip(timed, lengths[len(warm):])]
     return common.text_pass_result(times, masks)

@@ -8,13 +8,22 @@ sequence axes) and cached as a file keyed by the configuration, the torch
 version and the opset. Each runtime then runs that file with its defaults:
 
 - OpenVINO: `core.compile_model(model, "CPU", {PERFORMANCE_HINT,
-  INFERENCE_PRECISION_HINT})` with bf16 or f32 inference precision. The hint
+  INFERENCE_PRECISION_HINT, INFERENCE_NUM_THREADS})` with bf16 or f32 inference
+  precision and the measurement's threads (`threads.openvino_config`). The hint
   is LATENCY by default: the benchmark sends one synchronous batch at a time,
   and THROUGHPUT splits the cores into streams of which one request uses only
   one (see `DEFAULT_HINT`).
-- ONNX Runtime: an `InferenceSession` with default options on float32, and
-  "int8": `onnxruntime.quantization.quantize_dynamic` of the same file
-  (int8 weights, activations quantized per call).
+- ONNX Runtime: an `InferenceSession` with default options but the threads
+  (`threads.session_options`) on float32, and "int8":
+  `onnxruntime.quantization.quantize_dynamic` of the same file (int8 weights,
+  activations quantized per call).
+
+Raw text (`text`): Hugging Face's AlbertTokenizer in Python (`tokenizer="hf"`,
+the only text path ONNX Runtime has) or, for OpenVINO, openvino-tokenizers'
+conversion of the same tokenizer compiled beside the model
+(`tokenizer="openvino"`: OpenVINO's own normal text path); each batch padded to
+its longest row, or with `sort_rows` its rows sorted by length and run that many
+at a time, as any server can (`common.length_sorted_chunks`).
 
 Every timed function first compares the runtime's outputs with Hugging Face
 torch's float32 outputs on the same inputs (`check_outputs`) and returns the
@@ -30,7 +39,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from bench.systems import common, hf
+from bench.systems import common, hf, threads
 
 RUNTIMES = ("openvino", "onnxruntime")
 PRECISIONS = {"openvino": ("float32", "bfloat16"), "onnxruntime": ("float32", "int8")}
@@ -117,7 +126,8 @@ def _openvino_runner(path: str, precision: str, hint: str,
 
     core = ov.Core()
     compiled = core.compile_model(core.read_model(path), "CPU", {
-        "PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32"})
+        "PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32",
+        **threads.openvino_config()})
     request = compiled.create_infer_request()
     outputs = [compiled.output(name) for name in output_names]
 
@@ -128,7 +138,7 @@ def _openvino_runner(path: str, precision: str, hint: str,
     info = {"performance_hint": hint,
             "inference_precision": compiled.get_property("INFERENCE_PRECISION_HINT").to_string(),
             "streams": int(compiled.get_property("NUM_STREAMS")),
-            "threads": int(compiled.get_property("INFERENCE_NUM_THREADS"))}
+            "threads": {"openvino": int(compiled.get_property("INFERENCE_NUM_THREADS"))}}
     return run, info
 
 
@@ -136,13 +146,15 @@ def _onnxruntime_runner(path: str, precision: str) -> Tuple[Runner, Dict[str, ob
     import onnxruntime as ort
 
     model_path = _quantized(path) if precision == "int8" else path
-    session = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    options = threads.session_options()
+    session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 
     def run(feeds):
         sequence, pooled = session.run(list(OUTPUTS), feeds)
         return sequence, pooled
 
-    return run, {"providers": ",".join(session.get_providers())}
+    return run, {"providers": ",".join(session.get_providers()),
+                 "threads": {"onnxruntime_intra_op": options.intra_op_num_threads}}
 
 
 def make_runner(runtime: str, precision: str, config=None, hint: str = DEFAULT_HINT,
@@ -228,10 +240,11 @@ def check_outputs(runtime: str, precision: str, batch: int = 4, seq: int = 32, c
     return _compare(run, config, batch, seq)
 
 
+@threads.uses("torch")
 def infer(runtime: str, precision: str, batch: int, seq: int, warmup: int, steps: int, config=None,
-          hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None) -> Dict[str, object]:
+          hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None, shape: str = "base") -> Dict[str, object]:
     """Full-length encoder inference (both outputs computed, as hf.infer's forward), sequences/s."""
-    config = config if config is not None else hf._config()
+    config = config if config is not None else hf._config(shape=shape)
     run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
     check = _compare(run, config, batch=4, seq=32)
     feeds = _feeds(common.synthetic_pretraining_batch(batch, seq, 1, config.vocab_size))
@@ -239,23 +252,91 @@ def infer(runtime: str, precision: str, batch: int, seq: int, warmup: int, steps
     return dict(common.per_second(batch, times), **info, **check)
 
 
-def matmul(precision: str, m: int, k: int, n: int, warmup: int, steps: int) -> Dict[str, float]:
-    """OpenVINO's GFLOP/s for [m, k] x [k, n] (best of `steps` timed calls), keyed as matmul.py's rates.
+def _hf_encoder(tokenizer, sentences, sort_rows: int):
+    """batch -> (chunks of row indices, the model's feeds per chunk), through HF's tokenizer in Python."""
+    def encode(batch):
+        chunks, encodings = hf.encode_sorted(tokenizer, [sentences[i] for i in batch], sort_rows, "np")
+        return chunks, [_onnx_feeds(enc) for enc in encodings]
+    return encode
 
-    The model is one MatMul of a float32 input by a constant [k, n] weight
-    (as a dense layer), compiled for one synchronous request (LATENCY) in
-    `precision` (INFERENCE_PRECISION_HINT bf16 or f32).
-    """
+
+def _onnx_feeds(enc) -> Dict[str, np.ndarray]:
+    ids = np.asarray(enc["input_ids"], np.int64)
+    # One segment: all type ids 0 (transformers 5's AlbertTokenizer does not return them).
+    types = enc["token_type_ids"] if "token_type_ids" in enc else np.zeros_like(ids)
+    return {"input_ids": ids, "attention_mask": np.asarray(enc["attention_mask"], np.int64),
+            "token_type_ids": np.asarray(types, np.int64)}
+
+
+def openvino_tokenizer(tokenizer):
+    """The HF tokenizer converted by openvino-tokenizers (truncation at 128, padding to the longest row),
+    compiled for CPU: strings [batch] -> its outputs by name (input_ids, attention_mask, ...)."""
     import openvino as ov
-    import openvino.opset15 as ops
+    from openvino_tokenizers import convert_tokenizer
 
-    rng = np.random.default_rng(0)
-    a = ops.parameter([m, k], ov.Type.f32, name="a")
-    b = ops.constant(rng.standard_normal((k, n), dtype=np.float32))
-    model = ov.Model([ops.matmul(a, b, False, False)], [a], "matmul")
-    compiled = ov.Core().compile_model(model, "CPU", {
-        "PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "bf16" if precision == "bfloat16" else "f32"})
-    request = compiled.create_infer_request()
-    x = rng.standard_normal((m, k), dtype=np.float32)
-    times = common.timed_calls(lambda: request.infer({0: x}), warmup, max(1, steps))
-    return {f"openvino {m}x{k}x{n}": 2.0 * m * k * n / min(times) / 1e9}
+    model = convert_tokenizer(tokenizer, truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)
+    compiled = ov.Core().compile_model(model, "CPU", threads.openvino_config())
+    names = [out.get_any_name() for out in compiled.outputs]
+
+    def run(texts):
+        result = compiled(np.array(texts))
+        return {name: result[out] for name, out in zip(names, compiled.outputs)}
+    return run
+
+
+def _openvino_encoder(tokenize, sentences, sort_rows: int):
+    """batch -> (chunks, feeds per chunk) through the compiled openvino-tokenizers model: the batch
+    tokenized once, padded to its longest row, then (with sort_rows) its rows sorted by length and each
+    chunk cut to its own longest."""
+    def encode(batch):
+        feeds = _onnx_feeds(tokenize([sentences[i] for i in batch]))
+        lengths = feeds["attention_mask"].sum(axis=1)
+        if not sort_rows:
+            return [np.arange(len(batch))], [feeds]
+        chunks = common.length_sorted_chunks(lengths, sort_rows)
+        return chunks, [{k: v[c, :int(lengths[c].max())] for k, v in feeds.items()} for c in chunks]
+    return encode
+
+
+def same_tokens(tokenize, tokenizer, texts) -> bool:
+    """Whether openvino-tokenizers gives the HF tokenizer's ids and mask on `texts` (padded to the longest)."""
+    got = _onnx_feeds(tokenize(list(texts)))
+    want = _onnx_feeds(tokenizer(list(texts), padding="longest", truncation=True,
+                                 max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="np"))
+    return all(got[k].shape == want[k].shape and bool(np.all(got[k] == want[k]))
+               for k in ("input_ids", "attention_mask"))
+
+
+@threads.uses("torch")
+def text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
+         hint: str = DEFAULT_HINT, tokenizer: str = "hf", sort_rows: int = 0, config=None,
+         cache_dir: Optional[str] = None, shape: str = "base") -> Dict[str, object]:
+    """Raw text through AlbertModel exported to ONNX and run by OpenVINO or ONNX Runtime
+    (`make_runner`), over the pool's batches, tokenizing inside the timed call.
+
+    tokenizer: "hf" (AlbertTokenizer in Python) or "openvino" (openvino-tokenizers,
+    OpenVINO only; the result says whether its ids equal HF's on the first timed batch:
+    "same_tokens"); sort_rows: 0 pads each batch to its longest row, N sorts its rows by
+    length and runs N at a time. config: default ALBERT-`shape` with the tokenizer's
+    vocabulary; cache_dir: where the ONNX export is kept.
+    """
+    if tokenizer not in ("hf", "openvino") or (tokenizer == "openvino" and runtime != "openvino"):
+        raise ValueError(f"tokenizer must be 'hf', or 'openvino' with OpenVINO; got {tokenizer!r} for {runtime!r}.")
+    hf_tokenizer = hf._tokenizer(spm_path)
+    config = config if config is not None else hf._config(vocab_size=len(hf_tokenizer), shape=shape)
+    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
+    sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
+    if tokenizer == "openvino":
+        tokenize = openvino_tokenizer(hf_tokenizer)
+        info["same_tokens"] = same_tokens(tokenize, hf_tokenizer, [sentences[i] for i in timed[0]])
+        encode = _openvino_encoder(tokenize, sentences, sort_rows)
+    else:
+        encode = _hf_encoder(hf_tokenizer, sentences, sort_rows)
+
+    def serve(batch):
+        chunks, feeds = encode(batch)
+        return common.in_input_order(chunks, [run(f)[1] for f in feeds])
+
+    times = common.timed_pass(serve, warm, timed)
+    masks = [f["attention_mask"] for b in timed for f in encode(b)[1]]
+    return dict(common.text_pass_result(times, masks), **info)

@@ -1,5 +1,9 @@
 """albert-tf: the custom training step, AlbertPretrainer.fit, the encoder, the
-task model's in-graph text path and the exported SavedModel."""
+task model's in-graph text path and the exported SavedModel.
+
+`shape` ("base", "tiny": `common.SHAPES`) or a preset names the model; "tiny" is
+the smoke plan's. Every function sets and reports TensorFlow's threads
+(`threads.uses`)."""
 
 from __future__ import annotations
 
@@ -12,15 +16,23 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from bench.systems import common
+from bench.systems import common, threads
+
+# A measurement's shape -> the preset it builds (the tiny shape as `common.TINY`, no dropout).
+PRESETS = {"base": "albert_base_v2", "tiny": "tiny"}
 
 
 def _config(preset: str, vocab_size: int = None, dropout: float = None):
+    """The AlbertConfig of a preset ("albert_base_v2", "bert_large", ...) or a shape ("base", "tiny")."""
     import albert_tf
 
+    preset = PRESETS.get(preset, preset)
     overrides = {"vocab_size": vocab_size} if vocab_size else {}
     if dropout is not None:
         overrides.update(hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    if preset == "tiny":
+        return albert_tf.AlbertConfig(**dict(common.shape_dims("tiny"), hidden_dropout_prob=0.0,
+                                             attention_probs_dropout_prob=0.0, **overrides))
     return albert_tf.AlbertConfig.from_preset(preset, **overrides)
 
 
@@ -31,6 +43,7 @@ def _optimization(batch: int):
                                        num_warmup_steps=10, learning_rate=1e-4)
 
 
+@threads.uses("tensorflow")
 def train_step(preset: str, precision: str, xla: bool, batch: int, seq: int, warmup: int,
                steps: int, optimizer_alone: bool = False, dropout: float = None) -> Dict[str, float]:
     """albert-pretrain's step (`albert_tf.training.step.build_train_step`).
@@ -75,6 +88,7 @@ def train_step(preset: str, precision: str, xla: bool, batch: int, seq: int, war
     return result
 
 
+@threads.uses("tensorflow")
 def train_fit(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
               preset: str = "albert_base_v2") -> Dict[str, float]:
     """`AlbertPretrainer.compile(optimizer=LAMB, jit_compile=xla)` then `fit`.
@@ -127,8 +141,9 @@ def offset_biases(model, seed: int = 0, stddev: float = 0.02) -> None:
             weight.assign(weight + rng.normal(0, stddev, weight.shape).astype(np.float32))
 
 
+@threads.uses("tensorflow")
 def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: int,
-          rows_per_bucket: int = 0, frozen: bool = False) -> Dict[str, float]:
+          rows_per_bucket: int = 0, frozen: bool = False, shape: str = "base") -> Dict[str, float]:
     """Encoder forward pass (pooled output), tf.function, optionally XLA;
     with rows_per_bucket, in buckets of that many rows (as the classifier runs);
     with frozen, the graph `albert_tf.export_saved_model` serves (weights as
@@ -138,7 +153,7 @@ def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: i
     from albert_tf.models.length_buckets import pooled_output_in_buckets
 
     encoder = albert_tf.AlbertEncoder(
-        _config("albert_base_v2"),
+        _config(shape),
         dtype=runtime.dtype_policy_name(runtime.resolve_mixed_precision(precision)))
     inputs = _tf_encoder_batch(batch, seq, encoder.config.vocab_size)
     if frozen:
@@ -162,11 +177,11 @@ def infer(precision: str, xla: bool, batch: int, seq: int, warmup: int, steps: i
     return common.per_second(batch, times)
 
 
-def _text_classifier(precision: str, spm_path: str):
+def _text_classifier(precision: str, spm_path: str, shape: str = "base"):
     import albert_tf
     from albert_tf import runtime
 
-    config = _config("albert_base_v2", vocab_size=common.TEXT_VOCAB_SIZE)
+    config = _config(shape, vocab_size=common.TEXT_VOCAB_SIZE)
     pre = albert_tf.AlbertTextPreprocessor(spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
     return albert_tf.AlbertClassifier(
         config, 2, preprocessor=pre,
@@ -180,31 +195,33 @@ def _pool_tensors(pool_file: str, feed: str, warmup: int, steps: int):
     return [as_tensor(b) for b in warm], [as_tensor(b) for b in timed]
 
 
+@threads.uses("tensorflow")
 def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
-         one_padded_batch: bool = False) -> Dict[str, float]:
+         rows_per_bucket: int = 8, shape: str = "base") -> Dict[str, float]:
     """Raw strings through the task model (in-graph preprocessor + encoder + head),
     over `steps` batches of the pool (`common.read_text_pool`).
 
-    The classifier's default runs the encoder in length buckets of rows; with
-    one_padded_batch each batch runs padded to its longest row.
+    rows_per_bucket: the classifier's length buckets (its default, 8: each batch's rows
+    sorted by length and run 8 at a time, each bucket padded to its longest); 0: each
+    batch runs padded to its longest row.
     """
-    model = _text_classifier(precision, spm_path)
-    if one_padded_batch:
-        model.inference_rows_per_bucket = None
+    model = _text_classifier(precision, spm_path, shape)
+    model.inference_rows_per_bucket = int(rows_per_bucket) or None
     warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     forward = tf.function(lambda t: model(t, training=False))
     times = common.timed_pass(lambda b: forward(b).numpy(), warm, timed)
     return common.text_pass_result(times, [model.preprocessor(b)["input_mask"].numpy() for b in timed])
 
 
+@threads.uses("tensorflow")
 def saved_model_text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int,
-                     steps: int, freeze_weights: Optional[bool] = None) -> Dict[str, float]:
+                     steps: int, freeze_weights: Optional[bool] = None, shape: str = "base") -> Dict[str, float]:
     """Raw strings through the SavedModel `albert_tf.export_saved_model` writes
-    (freeze_weights: as its argument): the pool's batches, then single-sentence
-    requests (latency)."""
+    (freeze_weights: as its argument; the classifier's length buckets of 8 rows, as
+    exported by default): the pool's batches, then single-sentence requests (latency)."""
     import albert_tf
 
-    model = _text_classifier(precision, spm_path)
+    model = _text_classifier(precision, spm_path, shape)
     warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     with tempfile.TemporaryDirectory() as export_dir:
         path = albert_tf.export_saved_model(model, export_dir, freeze_weights=freeze_weights)

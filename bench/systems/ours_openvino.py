@@ -34,7 +34,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from bench.systems import common, onnx_runtimes
+from bench.systems import common, onnx_runtimes, threads
 
 IDS_OUTPUTS = ("sequence_output", "pooled_output")
 TEXT_OUTPUTS = ("input_mask", "sequence_output", "pooled_output")
@@ -158,17 +158,19 @@ def _compare(got, ids, reference) -> Dict[str, object]:
     return onnx_runtimes.compare_outputs(got, *reference, ids["input_mask"].astype(bool), reference=KERAS)
 
 
+@threads.uses("tensorflow")
 def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, hint: str = onnx_runtimes.DEFAULT_HINT,
-          config=None, spm_path: Optional[str] = None, cache_dir: Optional[str] = None) -> Dict[str, object]:
+          config=None, spm_path: Optional[str] = None, cache_dir: Optional[str] = None,
+          shape: str = "base") -> Dict[str, object]:
     """Full-length inference of the ids model (both outputs computed), sequences/s.
 
-    config: an AlbertConfig (default: albert_base_v2, as ours.infer);
+    config: an AlbertConfig (default: the `shape`'s, as ours.infer);
     spm_path: a SentencePiece model of at most its vocabulary (default: the
     text benchmarks' model, trained once in the bench cache).
     """
     from bench.systems import ours
 
-    config = config if config is not None else ours._config("albert_base_v2")
+    config = config if config is not None else ours._config(shape)
     spm_path = spm_path or common.spm_model(os.path.join(tempfile.gettempdir(), "albert-tf-bench"))
     encoder = _encoder(config)
     ids = _check_ids(config.vocab_size)
@@ -182,12 +184,13 @@ def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, hint: s
     return dict(common.per_second(batch, times), **info, **check)
 
 
+@threads.uses("tensorflow")
 def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
          hint: str = onnx_runtimes.DEFAULT_HINT, config=None, cache_dir: Optional[str] = None,
-         check_rows: int = 8, pack_tokens: bool = True) -> Dict[str, object]:
+         check_rows: int = 8, pack_tokens: bool = True, shape: str = "base") -> Dict[str, object]:
     """Raw strings through the text model over the pool's batches (`common.read_text_pool`).
 
-    config: default albert_base_v2 with the SentencePiece model's vocabulary;
+    config: default the `shape`'s with the SentencePiece model's vocabulary;
     pack_tokens: as export_openvino's (False: every batch padded to its longest
     row, as the peers' text paths). The check runs on the first `check_rows` sentences of the first timed
     batch: the text model's tokens against our TensorFlow preprocessor's,
@@ -197,7 +200,7 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
     from bench.systems import ours
 
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
-    config = config if config is not None else ours._config("albert_base_v2", vocab_size=common.TEXT_VOCAB_SIZE)
+    config = config if config is not None else ours._config(shape, vocab_size=common.TEXT_VOCAB_SIZE)
     encoder = _encoder(config)
     pre = albert_tf.AlbertTextPreprocessor(spm_path, max_seq_length=common.TEXT_MAX_SEQ_LENGTH)
     texts = np.array([sentences[i] for i in timed[0][:check_rows]])

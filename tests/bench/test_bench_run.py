@@ -1,7 +1,8 @@
-"""bench.run: plan, FLOP and parameter counts, worker round trip, tables.
+"""bench.run and bench.plan: FLOP and parameter counts, the plans, the worker round trip with threads, the
+budget's partial results, and the run file's tables.
 
-Needs neither torch nor keras-hub (CI installs only the test extra): the
-peers' modules are never imported here.
+Needs neither torch nor keras-hub (CI's main environment has only the test extra): the peers' modules are
+never imported here.
 """
 
 import json
@@ -10,8 +11,9 @@ import sys
 
 import pytest
 
-from bench import run
-from bench.systems import common
+from bench import plan as P
+from bench import report, run
+from bench.systems import common, threads
 
 
 def _matmuls(shape, seq, preds):
@@ -31,7 +33,7 @@ def _matmuls(shape, seq, preds):
     return out
 
 
-@pytest.mark.parametrize("preset,seq", [("albert_base_v2", 128), ("bert_large", 512)])
+@pytest.mark.parametrize("preset,seq", [("albert_base_v2", 128), ("bert_large", 512), ("tiny", 32)])
 def test_forward_flops_equal_the_sum_over_the_models_matmuls(preset, seq):
     shape = common.model_shape(preset)
     want = sum(2 * m * k * n for m, k, n in _matmuls(shape, seq, 20))
@@ -41,7 +43,7 @@ def test_forward_flops_equal_the_sum_over_the_models_matmuls(preset, seq):
 
 def test_albert_base_training_flops_match_the_issue():
     # Issue 10 quotes 67.6 GFLOP per training sequence at length 128.
-    assert common.training_flops(common.model_shape("albert_base_v2"), 128, 20) / 1e9 == pytest.approx(67.6, abs=0.05)
+    assert common.training_flops(common.model_shape("base"), 128, 20) / 1e9 == pytest.approx(67.6, abs=0.05)
 
 
 @pytest.mark.parametrize("sharing", ["all", "none"])
@@ -73,190 +75,271 @@ def test_prose_filter():
     assert not common._is_prose("no full stop at the end")
 
 
-def test_plans_cover_every_measure_and_keys_are_unique():
-    quick = run.plan(True, "sp.model", "pool.json")
-    full = run.plan(False, "sp.model", "pool.json")
-    for p in (quick, full):
-        assert len({m.key for m in p}) == len(p)
-        assert {m.group for m in p} == {"matmul", "train", "infer", "text", "finetune", "large"}
-        assert {m.system for m in p if m.group == "train"} == {
-            "albert-tf step", "albert-tf fit", "keras-hub fit", "Hugging Face", run.HF_COMPILED}
-        assert {m.system for m in p if m.group == "text"} >= {run.OPENVINO, run.ONNXRUNTIME}
-    assert len(quick) < len(full)
-    assert {m.kwargs["seq"] for m in full if m.group == "train"} == {128, 512}
-    assert {m.kwargs["batch"] for m in full if m.group == "infer"} == {1, 8, 32}
-    assert {(m.kwargs["precision"], m.kwargs["xla"]) for m in full if m.system == "albert-tf step"} == {
+def test_cpu_kind_from_the_flags():
+    assert common.cpu_kind({"flags": ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"]}) == "amx"
+    assert common.cpu_kind({"flags": ["avx2", "avx512f", "avx512_bf16", "amx_tile"]}) == "avx512-bf16"
+    assert common.cpu_kind({"flags": ["avx2", "avx512f"]}) == "avx512"
+    assert common.cpu_kind({"flags": ["avx2"]}) == "avx2" and common.cpu_kind({"flags": []}) == "other"
+
+
+# ------------------------------------------------------------------- plans
+@pytest.mark.parametrize("name", P.PLANS)
+def test_plans_have_unique_keys_and_bind_to_their_systems_functions(name):
+    rows = P.plan(name, "sp.model", "pool.json")
+    assert len({m.key for m in rows}) == len(rows)
+    assert {m.group for m in rows} >= {"matmul", "train", "infer", "text", "finetune"}
+    import importlib
+    import inspect
+
+    for m in rows:  # every system module imports without its framework (imported inside the functions)
+        function = getattr(importlib.import_module(f"bench.systems.{m.module}"), m.function)
+        inspect.signature(function).bind(**m.kwargs)
+        assert function.frameworks is not None  # wrapped in threads.uses
+
+
+def test_default_plan_is_bfloat16_and_compares_the_same_work():
+    rows = P.plan("default", "sp.model", "pool.json")
+    assert {m.precision for m in rows} == {"bfloat16"}
+    assert {m.system for m in rows if m.group == "train"} == {"albert-tf step", "keras-hub fit", "Hugging Face",
+                                                              P.HF_COMPILED}
+    assert min(m.kwargs["steps"] for m in rows if m.group == "train") >= 20
+    text = [m for m in rows if m.group == "text"]
+    # Random batches for everyone; every peer sorts each batch's rows, as our task model's buckets do.
+    assert {m.kwargs["feed"] for m in text} == {common.RANDOM}
+    sorted_table = [m for m in text if P.table(m) == P.SORTED]
+    assert {m.kwargs.get("sort_rows") for m in sorted_table if not P.is_ours(m)} == {P.SORT_ROWS}
+    assert {m.kwargs.get("tokenizer") for m in sorted_table if m.module == "onnx_runtimes"} == {"openvino"}
+    assert all(m.kwargs.get("padding") == "longest" for m in rows if "padding" in m.kwargs)
+    # Packing: our export packed (sorted table) and the same model padded.
+    assert {(m.system, P.table(m)) for m in text if m.module == "ours_openvino"} == {
+        (P.OURS_OPENVINO, P.SORTED), (P.OURS_OPENVINO_PADDED, P.PADDED)}
+    finetune = [m for m in rows if m.group == "finetune"]
+    assert {m.kwargs["order"] for m in finetune} == {common.GROUPED}
+    assert [m.kwargs.get("compile", False) for m in finetune if m.function == "hf"] == [False, True]
+
+
+def test_full_plan_adds_float32_xla_large_and_the_other_tables():
+    rows = P.plan("full", "sp.model", "pool.json")
+    assert {m.kwargs["seq"] for m in rows if m.group == "train"} == {128, 512}
+    assert {m.kwargs["batch"] for m in rows if m.group == "infer"} == {1, 8, 32}
+    assert {(m.precision, m.kwargs["xla"]) for m in rows if m.system == "albert-tf step"} == {
         ("float32", False), ("float32", True), ("bfloat16", False), ("bfloat16", True)}
+    assert {P.table(m) for m in rows if m.group == "text"} == {P.SORTED, P.PADDED, P.GROUPED}
+    assert {m.system for m in rows if m.group == "large"} == {"albert_large_v2", "bert_large"}
+    assert {m.kwargs["dropout"] for m in rows if m.group == "large"} == {P.LARGE_DROPOUT}
+    bucketed = [m for m in rows if m.system == P.FINETUNE_BUCKETED]
+    assert bucketed and not any(P.in_ratios(m) for m in bucketed)
 
 
-@pytest.mark.parametrize("quick", [True, False])
-def test_every_training_figure_times_at_least_20_steps(quick):
-    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.group in ("train", "large")]
-    assert rows and min(m.kwargs["steps"] for m in rows) >= 20
+def test_smoke_plan_is_the_default_plan_at_the_tiny_shape():
+    default, smoke = P.plan("default", "s", "p"), P.plan("smoke", "s", "p")
+    assert [(m.group, m.system) for m in smoke] == [(m.group, m.system) for m in default]
+    for m in smoke:
+        if m.group == "matmul":
+            assert m.kwargs["tiny"]
+        else:
+            assert "tiny" in (m.kwargs.get("shape"), m.kwargs.get("preset")) and m.kwargs["steps"] == 2
 
 
-def test_large_models_train_with_the_same_dropout():
-    for quick in (True, False):
-        large = run._large(quick, 4)
-        assert {m.system for m in large} == {"albert_large_v2", "bert_large"}
-        assert {m.kwargs["dropout"] for m in large} == {0.0}
+def test_default_plan_fits_65_to_75_minutes_at_five_repetitions():
+    import dataclasses
+
+    rows = [dataclasses.replace(m, skip="") for m in P.plan("default", "s", "p")]  # as with every peer installed
+    assert 60 <= P.expected_minutes(rows, P.DEFAULT_REPS) <= 75
+    assert P.expected_minutes(rows, 1) < P.expected_minutes(rows, 5)
 
 
-def test_hugging_face_training_rows_run_the_masked_position_loss_eager_and_compiled():
-    rows = [m for m in run.plan(False, "sp.model", "pool.json") if m.system.startswith("Hugging Face")
-            and m.group == "train"]
-    assert {(m.system, m.kwargs["compile"]) for m in rows} == {("Hugging Face", False), (run.HF_COMPILED, True)}
-    assert all(m.module == "hf" and m.function == "train" for m in rows)
+def test_pairs_only_within_a_table_precision_and_xla_setting():
+    def row(system, precision="bfloat16", xla=None, batch=8, **kw):
+        kwargs = dict(precision=precision, batch=batch, seq=128, **({"xla": xla} if xla is not None else {}), **kw)
+        return P.Measurement("train", system, "ours" if system.startswith("albert") else "hf", "x", kwargs)
+
+    ours, ours_xla, ours32 = row("albert-tf step", xla=False), row("albert-tf step", xla=True), row(
+        "albert-tf step", "float32", xla=False)
+    hf, hf32, other_batch = row("Hugging Face"), row("Hugging Face", "float32"), row("Hugging Face", batch=32)
+    kh_xla = row("keras-hub fit", xla=True)
+    kh_xla.module = "kerashub"
+    got = {(a.key, b.key) for a, b in P.pairs([ours, ours_xla, ours32, hf, hf32, other_batch, kh_xla])}
+    assert got == {(ours.key, hf.key), (ours_xla.key, hf.key), (ours32.key, hf32.key), (ours_xla.key, kh_xla.key)}
 
 
-def test_onnx_rows_skip_with_a_note_when_the_runtime_is_missing(monkeypatch):
+def test_rows_skip_with_a_note_when_a_peer_is_missing(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name in ("openvino", "onnxruntime") else real(name, *a))
-    rows = [m for m in run.plan(True, "sp.model", "pool.json") if m.module == "onnx_runtimes"
-            or m.function == "onnx_text"]
+    rows = [m for m in P.plan("full", "sp.model", "pool.json") if P.runtime(m) in ("openvino", "onnxruntime")]
     assert rows and all(m.skip.startswith("not installed: ") for m in rows)
-    ran = []
-    run.run_all(rows[:2], reps=2, timeout=1, python="no-such-python", log=ran.append)
-    assert not rows[0].runs and not rows[0].errors and len(ran) == 2 and "skipped" in ran[0]
-    assert run._spread(rows[0]) == rows[0].skip
+    logged = []
+    run.run_all(rows[:2], reps=2, timeout=1, python="no-such-python", log=logged.append)
+    assert not rows[0].runs and not rows[0].errors and len(logged) == 2 and "skipped" in logged[0]
 
 
-def test_worker_round_trip_and_errors():
-    ok = run.Measurement("matmul", "machine", "common", "cpu_description", {})
-    run.run_one(ok, timeout=120, python=sys.executable)
-    assert not ok.errors and ok.runs[0]["cores"] == os.cpu_count() and ok.runs[0]["peak_rss_mb"] > 0
-    bad = run.Measurement("matmul", "machine", "common", "no_such_function", {})
-    run.run_one(bad, timeout=120, python=sys.executable)
-    assert not bad.runs and "no_such_function" in bad.errors[0] and bad.errors[0].startswith("exit 1")
+# ---------------------------------------------------------------- running
+def test_worker_round_trip_records_the_repetition_and_errors():
+    ok = P.Measurement("matmul", "machine", "common", "cpu_description", {})
+    run.run_one(ok, timeout=120, python=sys.executable, rep=3, n_threads=1)
+    assert not ok.errors and ok.runs[0]["cores"] == os.cpu_count() and ok.runs[0]["rep"] == 3
+    assert ok.runs[0]["peak_rss_mb"] > 0
+    bad = P.Measurement("matmul", "machine", "common", "no_such_function", {})
+    run.run_one(bad, timeout=120, python=sys.executable, rep=1)
+    assert not bad.runs and "no_such_function" in bad.errors[0] and bad.errors[0].startswith("rep 2: exit 1")
 
 
-def _measured(group, system, module, function, kwargs, values, **extra):
-    m = run.Measurement(group, system, module, function, kwargs)
-    m.runs = [dict(per_s=v, peak_rss_mb=1000.0, **extra) for v in values]
-    return m
+def test_a_worker_sets_and_reports_tensorflows_threads():
+    # matmul.tensorflow_rates at the smoke shapes, in a fresh process with 1 thread (not the default 2).
+    m = P.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates",
+                      dict(precision="float32", reps=1, xla=False, tiny=True))
+    run.run_one(m, timeout=300, python=sys.executable, n_threads=1)
+    assert not m.errors, m.errors
+    assert m.runs[0]["threads"] == {"tensorflow_intra_op": 1, "tensorflow_inter_op": 1}
+    assert threads.mismatches(m.runs[0]["threads"], 1) == {}
+    assert threads.mismatches(m.runs[0]["threads"], 2) == {"tensorflow_intra_op": 1, "tensorflow_inter_op": 1}
 
 
-def test_tables_show_medians_mfu_and_ratios():
-    base = common.model_shape("albert_base_v2")
-    flops = common.training_flops(base, 128, 20)
-    matmul = run.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates", {"precision": "bfloat16"})
-    matmul.runs = [{f"tf {m}x{k}x{n}": 100.0 for m, k, n in __import__("bench.systems.matmul").systems.matmul.SHAPES}]
-    matmul.runs[0]["tf 2048x2048x2048"] = 400.0
-    kw = dict(precision="bfloat16", xla=False, batch=8, seq=128)
-    ours = _measured("train", "albert-tf step", "ours", "train_step", kw, [3.0, 4.0, 5.0])
-    peer = _measured("train", "keras-hub fit", "kerashub", "train_fit", kw, [2.0, 2.0, 1.0])
-    header = dict(command="python -m bench.run --quick", date="today", minutes=1.0, load_start=0.5,
-                  load_end=0.6, cpu={"model": "Test CPU", "cores": 2, "flags": ["avx512f", "avx512_bf16"]},
-                  versions={"tensorflow": "2.21.0"}, reps=3, data_note="cited")
-    text = run.render([matmul, ours, peer], header)
-    assert run.matmul_limits([matmul]) == {"bfloat16": 400.0}
-    # median 4.0 seq/s x 67.6 GFLOP / 400 GFLOP/s = 68 %
-    assert f"| 4.00 | 3.00, 4.00, 5.00 | {100 * 4.0 * flops / 1e9 / 400:.0f}% |" in text
-    assert "**2.00x**" in text  # 4.0 / 2.0
-    assert "Test CPU" in text and "AMX: no" in text and "avx512_bf16: yes" in text
-    header["cpu"]["flags"] += ["amx_bf16", "amx_tile"]
-    assert "AMX: yes" in run.render([matmul], header)
+def test_budget_stops_the_run_and_the_run_file_marks_what_was_not_measured(tmp_path):
+    rows = [P.Measurement("matmul", "machine", "common", "cpu_description", {}),
+            P.Measurement("train", "albert-tf step", "common", "cpu_description", {})]
+    why = run.run_all(rows, reps=3, timeout=120, python=sys.executable, log=lambda s: None, budget_s=0.0)
+    assert why.startswith("budget of 0 minutes spent in repetition 1 of 3") and not rows[0].runs
+    why = run.run_all(rows, reps=2, timeout=120, python=sys.executable, log=lambda s: None, budget_s=None)
+    assert why == "" and [len(m.runs) for m in rows] == [2, 2]
+    rows[1].runs = [dict(per_s=2.0, rep=0)]
+    rows[1].kwargs = dict(precision="bfloat16", batch=8, seq=128)
+    text = report.render(rows, _header(reps=2, stopped="budget of 1 minutes spent"))
+    assert "**PARTIAL RUN**: 1 of 2 measurements lack repetitions (budget of 1 minutes spent)" in text
+    assert "## Not measured" in text and f"| {rows[1].key} | 1 of 2 | budget of 1 minutes spent |" in text
+    # A saved partial run renders the same from its JSON alone.
+    path = tmp_path / "kind.json"
+    path.write_text(run.portable_json({"header": _header(reps=2, stopped="budget of 1 minutes spent"),
+                                       "measurements": [dict(vars(m)) for m in rows]}, str(tmp_path)))
+    assert run.main(["--render_only", str(path)]) == 0
+    assert (tmp_path / "kind.md").read_text() == text
 
 
-def test_mfu_limit_is_the_better_of_tensorflow_and_openvino_not_torch():
-    tf_rates = run.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates", {"precision": "bfloat16"})
-    tf_rates.runs = [{"tf 4096x4096x4096": 400.0, "xla 4096x4096x4096": 200.0, "wall_s": 9.0}]
-    ov = run.Measurement("matmul", "openvino", "onnx_runtimes", "matmul", {"precision": "bfloat16"})
-    ov.runs = [{"openvino 4096x4096x4096": 450.0}, {"openvino 4096x4096x4096": 500.0}]
-    torch_rates = run.Measurement("matmul", "torch", "matmul", "torch_rates", {"precision": "bfloat16"})
-    torch_rates.runs = [{"torch 4096x4096x4096": 900.0}]
-    assert run.matmul_limits([tf_rates, torch_rates]) == {"bfloat16": 400.0}
-    assert run.matmul_limits([tf_rates, ov, torch_rates]) == {"bfloat16": 500.0}
-    table = "\n".join(run.matmul_section([tf_rates, ov, torch_rates], run.matmul_limits([tf_rates, ov])))
-    assert "| openvino (openvino) | bfloat16 | 500 |" in table and "| torch (torch) | bfloat16 | 900 |" in table
-
-
-@pytest.mark.parametrize("quick", [True, False])
-def test_plan_has_our_openvino_export_next_to_openvino(quick):
-    rows = [m for m in run.plan(quick, "sp.model", "pool.json") if m.system in (run.OURS_OPENVINO,
-                                                                                run.OURS_OPENVINO_PADDED)]
-    infer = [m for m in rows if m.group == "infer"]
-    assert [(m.module, m.function, m.kwargs["batch"], m.kwargs["seq"], m.kwargs["precision"], m.kwargs["hint"])
-            for m in infer] == [("ours_openvino", "infer", 32, 128, "bfloat16", "LATENCY")]
-    assert infer[0].kwargs["spm_path"] == "sp.model"
-    text = [m for m in rows if m.group == "text"]
-    assert all(m.function == "text" and m.kwargs["precision"] == "bfloat16" for m in text)
-    # Packed tokens (the export's default) in both tables, padded as the peers on random batches.
-    assert [(m.system, m.kwargs["feed"], run.comparison(m), m.kwargs.get("pack_tokens", True)) for m in text] == [
-        (run.OURS_OPENVINO, common.GROUPED, run.BEST_USE, True), (run.OURS_OPENVINO, common.RANDOM, run.AS_SERVED, True),
-        (run.OURS_OPENVINO_PADDED, common.RANDOM, run.AS_SERVED, False)]
-    assert run._is_ours(run.OURS_OPENVINO) and run._is_ours(run.OURS_OPENVINO_PADDED)
-    import inspect
-
-    from bench.systems import ours_openvino  # numpy-only at import: the worker's call binds
-
-    for m in rows:
-        inspect.signature(getattr(ours_openvino, m.function)).bind(**m.kwargs)
-
-
-def test_our_openvino_rows_skip_without_openvino(monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    present = real("json")  # any spec: openvino counts as installed (CI's main environment has none)
-
-    def only_tokenizers_missing(name, *a):
-        if name == "openvino_tokenizers":
-            return None
-        return present if name == "openvino" else real(name, *a)
-
-    monkeypatch.setattr(importlib.util, "find_spec", only_tokenizers_missing)
-    rows = {m.group: m for m in run.plan(True, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO}
-    assert rows["text"].skip == "not installed: openvino_tokenizers (pip install -e '.[bench]')"
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "openvino" else real(name, *a))
-    rows = [m for m in run.plan(True, "sp.model", "pool.json") if m.system == run.OURS_OPENVINO]
-    assert rows and all(m.skip.startswith("not installed: openvino") for m in rows)
-
-
-def test_check_lines_name_the_reference():
-    kw = dict(precision="bfloat16", batch=32, seq=128)
-    hf_row = _measured("infer", run.OPENVINO, "onnx_runtimes", "infer", kw, [1.0])
-    hf_row.runs[0].update(max_diff_vs_hf=0.01, within_bf16_tolerance=True)
-    ours = _measured("infer", run.OURS_OPENVINO, "ours_openvino", "infer", kw, [1.0])
-    ours.runs[0].update(max_diff_vs_keras=0.02, within_bf16_tolerance=False)
-    other = _measured("text", run.OURS_OPENVINO, "ours_openvino", "text", kw, [1.0])
-    other.runs[0].update(max_diff_vs_keras=None, same_tokens=False, within_bf16_tolerance=False)
-    lines = run.check_lines([hf_row, ours, other])
-    assert lines[0] == f"Outputs against Hugging Face torch (float32) on one padded batch: {run.OPENVINO} bfloat16: " \
-        "largest difference 0.01."
-    assert lines[2] == (f"Outputs against our Keras encoder (float32) on one padded batch: {run.OURS_OPENVINO} "
-                        "bfloat16: largest difference 0.02 (OUTSIDE bf16 tolerance); "
-                        f"{run.OURS_OPENVINO} bfloat16: OTHER TOKENS than our TensorFlow preprocessor.")
+def test_default_output_is_the_cpu_kinds_run_file_only_for_a_whole_plan(tmp_path):
+    assert run.default_output("default", "", str(tmp_path), "amx") == os.path.join(run.RESULTS_DIR, "amx.md")
+    assert run.default_output("full", "", str(tmp_path), "avx512-bf16").endswith("results/avx512-bf16.md")
+    assert run.default_output("smoke", "", str(tmp_path), "amx").startswith(str(tmp_path))
+    assert run.default_output("default", "text", str(tmp_path), "amx") == str(tmp_path / "amx-default-text.md")
 
 
 def test_saved_results_name_the_cache_folder_not_this_machine(tmp_path):
-    from bench.run import portable_json
-
     cache = str(tmp_path / "bench cache")
-    text = portable_json({"kwargs": {"spm_path": os.path.join(cache, "sp.model"), "steps": 3}}, cache + os.sep)
+    text = run.portable_json({"kwargs": {"spm_path": os.path.join(cache, "sp.model"), "steps": 3}}, cache + os.sep)
     assert str(tmp_path) not in text
     assert json.loads(text) == {"kwargs": {"spm_path": "<cache_dir>" + os.sep + "sp.model", "steps": 3}}
 
 
-@pytest.mark.parametrize("quick", [True, False])
-def test_plan_measures_the_exported_frozen_graph_beside_ours(quick):
-    rows = [m for m in run.plan(quick, "", "") if m.group == "infer" and m.kwargs.get("frozen")]
-    assert [(m.module, m.kwargs["batch"], m.kwargs["precision"], m.kwargs["xla"]) for m in rows] == [
-        ("ours", 32, "bfloat16", False)]
+def test_arguments_are_checked_in_one_line():
+    for argv, message in ((["--reps", "0"], "--reps must be >= 1"), (["--only", "trian"], "unknown groups")):
+        with pytest.raises(SystemExit):
+            run.parse_args(argv)
 
 
-def test_select_keeps_groups_and_the_first_priority_classes_in_plan_order():
-    rows = run.plan(True, "sp.model", "pool.json")
-    top = run.select(rows, priorities=5)
-    # TF's matmul limit, OpenVINO's at 4096, bf16 training, raw text, bf16 inference at batch 32.
-    assert {m.group for m in top} == {"matmul", "train", "text", "infer"}
-    assert all(m.kwargs.get("precision") == "bfloat16" and not m.kwargs.get("xla") for m in top
-               if m.group in ("train", "infer")) and all(m.kwargs["batch"] == 32 for m in top if m.group == "infer")
-    assert len([m for m in top if m.group == "text"]) == len([m for m in rows if m.group == "text"])
-    assert top == [m for m in rows if m in top]  # the plan's order
-    assert run.select(rows, only="text") == [m for m in rows if m.group == "text"]
-    assert run.select(rows, only="text,infer", priorities=4) == [m for m in rows if m.group == "text"]
-    assert run.select(rows) == list(rows)
+# ------------------------------------------------------------------ tables
+def _header(reps=3, **extra):
+    return dict(command="python -m bench.run", date="today", minutes=1.0, load_start=0.5, load_end=0.6,
+                cpu={"model": "Test CPU", "cores": 2, "flags": ["avx512f", "avx512_bf16"]}, plan="default",
+                versions={"tensorflow": "2.21.0"}, reps=reps, threads=2, **extra)
+
+
+def _measured(group, system, module, kwargs, values, **extra):
+    m = P.Measurement(group, system, module, "f", kwargs)
+    m.runs = [dict(per_s=v, peak_rss_mb=1000.0, rep=i, **extra) for i, v in enumerate(values) if v is not None]
+    return m
+
+
+def test_training_table_medians_paired_ratios_and_mfu_per_repetition():
+    flops = common.training_flops(common.model_shape("base"), 128, 20)
+    matmul = P.Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates", {"precision": "bfloat16"})
+    # The limit in each repetition: the best shape of that repetition (400, 200, 400 GFLOP/s).
+    matmul.runs = [{"tf 4096x4096x4096": 400.0, "tf 1024x768x3072": 100.0, "rep": 0},
+                   {"tf 4096x4096x4096": 150.0, "tf 1024x768x3072": 200.0, "rep": 1},
+                   {"tf 4096x4096x4096": 400.0, "rep": 2}]
+    kw = dict(precision="bfloat16", xla=False, batch=8, seq=128)
+    ours = _measured("train", "albert-tf step", "ours", kw, [3.0, 4.0, 5.0])
+    peer = _measured("train", "keras-hub fit", "kerashub", kw, [2.0, 2.0, 1.0])
+    text = report.render([matmul, ours, peer], _header())
+    mfu = sorted(100 * r * flops / 1e9 / limit for r, limit in ((3.0, 400.0), (4.0, 200.0), (5.0, 400.0)))
+    assert f"| 4.00 | 3.00, 4.00, 5.00 | {mfu[1]:.0f}% ({mfu[0]:.0f}-{mfu[2]:.0f}%) |" in text
+    # Paired: 3/2, 4/2, 5/1 -> median 2.00, range 1.50-5.00; not the ratio of medians (4/2 = 2.00 here too).
+    assert "| **2.00x** (1.50-5.00x) | 3 | ours ahead |" in text
+    assert "Limit per repetition, bfloat16: 400, 200, 400 GFLOP/s" in text
+    assert "Test CPU" in text and "Kind: avx512-bf16" in text and "No outlier rule" in text
+    assert "Threads: 2 for every framework" in text and "Every run reported these." in text
+
+
+def test_a_range_across_one_is_level_and_pairing_skips_missing_repetitions():
+    kw = dict(precision="bfloat16", xla=False, batch=8, seq=128)
+    ours = _measured("train", "albert-tf step", "ours", kw, [1.1, None, 0.9, 1.2])
+    peer = _measured("train", "Hugging Face", "hf", kw, [1.0, 1.0, 1.0, 1.0])
+    lines = "\n".join(report.ratio_table([ours, peer]))
+    assert "level (1.10x; 0.90-1.20x) | 3 | level |" in lines  # repetition 1 of ours failed: 3 pairs
+    peer.runs = peer.runs[:2]
+    assert "too few repetitions (1.10x)" in "\n".join(report.ratio_table([ours, peer]))
+
+
+def test_threads_line_lists_rows_that_ran_with_other_threads():
+    kw = dict(precision="bfloat16", xla=False, batch=8, seq=128)
+    ours = _measured("train", "albert-tf step", "ours", kw, [1.0], threads={"tensorflow_intra_op": 0})
+    assert "Rows that reported other threads: albert-tf step tensorflow_intra_op=0." in report.threads_line(
+        _header(), [ours])
+    assert "not set or recorded" in report.threads_line(dict(_header(), threads=None), [ours])
+
+
+def test_text_tables_pair_ours_with_peers_given_the_same_sorting_and_show_packing():
+    def row(system, module, values, **kw):
+        return _measured("text", system, module, dict(precision="bfloat16", feed=common.RANDOM, warmup=2,
+                                                      steps=10, **kw), values, padded_tokens=40.0, real_tokens=36.0)
+
+    rows = [row("albert-tf task model", "ours", [30.0, 32.0, 31.0], rows_per_bucket=8),
+            row(P.OURS_OPENVINO, "ours_openvino", [60.0, 66.0, 63.0]),
+            row(P.OURS_OPENVINO_PADDED, "ours_openvino", [30.0, 30.0, 30.0], pack_tokens=False),
+            row("Hugging Face", "hf", [20.0, 20.0, 20.0], sort_rows=8),
+            row(P.OPENVINO_OV_TOKENIZER, "onnx_runtimes", [40.0, 40.0, 45.0], sort_rows=8, runtime="openvino",
+                tokenizer="openvino")]
+    for r in rows[-1].runs:
+        r["same_tokens"] = True
+    text = "\n".join(report.text_section(rows, 3))
+    sorted_part, rest = text.split(f"### {P.PADDED[0].upper() + P.PADDED[1:]}")
+    assert "rows sorted, 8 at a time" in sorted_part and "packed tokens (no padding)" in sorted_part
+    assert "| **1.55x** (1.50-1.60x) | 3 | ours ahead |" in sorted_part  # task model / HF: 30/20, 32/20, 31/20
+    assert "| **1.50x** (1.40-1.65x) | 3 | ours ahead |" in sorted_part  # OV export / OpenVINO: 60/40, 66/40, 63/45
+    assert P.OURS_OPENVINO_PADDED not in sorted_part
+    assert f"{P.OURS_OPENVINO} / {P.OURS_OPENVINO_PADDED}: **2.10x** (2.00-2.20x) over 3 repetitions (ahead)" in rest
+    assert "openvino-tokenizers' ids against Hugging Face's AlbertTokenizer on the first timed batch" in rest
+
+
+def test_old_runs_render_with_repetitions_in_order(tmp_path):
+    # A run saved before repetitions and threads were recorded (bench/results/amx.json's format).
+    old = {"header": {k: v for k, v in _header().items() if k not in ("plan", "threads")},
+           "measurements": [dict(group="train", system="albert-tf step", module="ours", function="train_step",
+                                 kwargs=dict(precision="bfloat16", xla=False, batch=8, seq=128),
+                                 runs=[{"per_s": 2.0}, {"per_s": 3.0}], errors=[], skip="")]}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    measurements, header = run.load(str(path))
+    assert [r["rep"] for r in measurements[0].runs] == [0, 1]
+    text = report.render(measurements, header)
+    assert "Threads: not set or recorded in this run" in text and "| 2.50 | 2.00, 3.00, - |" in text
+
+
+def test_every_run_file_is_its_json_rendered():
+    # Nothing by hand: each bench/results/<cpu-kind>.md is exactly what bench.report renders from its .json.
+    kinds = [name[:-5] for name in os.listdir(run.RESULTS_DIR)
+             if name.endswith(".json") and name[:-5] in ("amx", "avx512-bf16", "avx512", "avx2", "other")]
+    assert kinds
+    for kind in kinds:
+        measurements, header = run.load(os.path.join(run.RESULTS_DIR, kind + ".json"))
+        with open(os.path.join(run.RESULTS_DIR, kind + ".md"), encoding="utf-8") as f:
+            assert f.read() == report.render(measurements, header), f"bench/results/{kind}.md was edited by hand"
+        measurements[0].runs = measurements[0].runs[:-1]  # a changed run no longer matches its file
+        with open(os.path.join(run.RESULTS_DIR, kind + ".md"), encoding="utf-8") as f:
+            assert f.read() != report.render(measurements, header)
+
+
+def test_load_warning_only_when_the_load_exceeded_the_cores():
+    assert "favour ours" in report.load_warning(_header(load_max=2.5))
+    assert report.load_warning(_header(load_max=1.9)) == ""

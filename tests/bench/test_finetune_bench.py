@@ -8,19 +8,23 @@ import sys
 
 import pytest
 
-from bench import run
+from bench import plan as P
+from bench import report, run
 from bench.systems import common, finetune
 
 
-def test_plan_has_every_system_in_both_comparisons_in_bfloat16_and_smoke_is_tiny():
-    full = run.finetune_plan("sp.model", "pool.json")
-    assert [(m.system, run.comparison(m)) for m in full] == [
-        (run.FINETUNE_BUCKETED, run.BEST_USE), ("albert-tf fit", run.BEST_USE), ("keras-hub fit", run.BEST_USE),
-        ("Hugging Face", run.BEST_USE), ("albert-tf fit", run.SAME_PADDING), ("keras-hub fit", run.SAME_PADDING),
-        ("Hugging Face", run.SAME_PADDING)]
-    assert {m.kwargs["precision"] for m in full} == {"bfloat16"}
-    assert {(m.kwargs["batch"], m.kwargs["shape"], m.kwargs["steps"]) for m in full} == {(32, "base", 20)}
-    assert {m.kwargs["shape"] for m in run.finetune_plan("sp.model", "pool.json", smoke=True)} == {"tiny"}
+def test_plan_gives_every_system_the_same_batches_and_smoke_is_tiny():
+    default = P.finetune_plan(False, "sp.model", "pool.json")
+    assert [(m.system, P.table(m)) for m in default] == [
+        ("albert-tf fit", P.GROUPED), ("keras-hub fit", P.GROUPED), ("Hugging Face", P.GROUPED),
+        (P.HF_COMPILED, P.GROUPED)]
+    assert {m.precision for m in default} == {"bfloat16"}
+    assert {(m.kwargs["batch"], m.kwargs["shape"], m.kwargs["steps"], m.kwargs["warmup"]) for m in default} == {
+        (32, "base", 20, 2)}
+    full = P.finetune_plan(True, "sp.model", "pool.json")
+    assert {P.table(m) for m in full} == {P.GROUPED, P.PADDED}
+    assert [m.system for m in full if not P.in_ratios(m)] == [P.FINETUNE_BUCKETED]
+    assert {m.kwargs["shape"] for m in P.plan("smoke", "sp.model", "pool.json") if m.group == "finetune"} == {"tiny"}
     assert all("pool_file" not in m.key for m in full) and len({m.key for m in full}) == len(full)
 
 
@@ -34,32 +38,29 @@ def test_batch_costs_hand_worked():
 
 
 def _measured(system, function, values, **fields):
-    m = run.Measurement("finetune", system, "finetune", function, dict(precision="bfloat16", batch=32, warmup=2,
-                                                                       steps=4, shape="base"))
-    m.runs = [dict(per_s=v, peak_rss_mb=900.0, **fields) for v in values]
+    m = P.Measurement("finetune", system, "finetune", function, dict(precision="bfloat16", batch=32, warmup=2,
+                                                                     steps=4, shape="base", order=common.GROUPED))
+    m.runs = [dict(per_s=v, peak_rss_mb=900.0, rep=i, **fields) for i, v in enumerate(values)]
     return m
 
 
-def test_section_shows_ratios_side_by_side_in_each_comparison():
-    rows = [_measured("albert-tf fit", "ours", [4.0, 5.0, 6.0], padded_tokens=110.0, gflop_per_example=60.0),
-            _measured(run.FINETUNE_BUCKETED, "ours", [8.0, 6.0, 9.0], padded_tokens=62.0, gflop_per_example=30.0),
-            _measured("Hugging Face", "hf", [4.0, 3.0, 3.0], padded_tokens=110.0, gflop_per_example=60.0)]
-    rows[0].kwargs["order"] = common.RANDOM
-    rows[2].kwargs["order"] = common.GROUPED
-    same = _measured("Hugging Face", "hf", [2.0, 2.0, 2.0])
-    same.kwargs["order"] = common.RANDOM
-    text = "\n".join(run.finetune_section(rows + [same]))
-    best_part, same_part = text.split("### Same padding")
-    assert f"| {run.FINETUNE_BUCKETED} | bfloat16 | 8.00 | 8.00, 6.00, 9.00 | n/a | 62.0 |" in best_part
-    assert "**2.67x**" in best_part  # median 8.0 / median 3.0
-    assert "2.00x, 2.00x, 3.00x" in best_part  # per repetition: 8/4, 6/3, 9/3
-    assert "**2.50x**" in same_part and "2.00x, 2.50x, 3.00x" in same_part  # 5.0 / 2.0; 4/2, 5/2, 6/2
-    assert run.finetune_section([]) == []
-    for m, cpu in zip(rows, (1.0, 3.0, 2.0)):
+def test_section_pairs_ours_with_each_peer_per_repetition_and_per_cpu_second():
+    rows = [_measured("albert-tf fit", "ours", [4.0, 5.0, 6.0], padded_tokens=62.0, gflop_per_example=30.0),
+            _measured(P.FINETUNE_BUCKETED, "ours", [8.0, 6.0, 9.0], padded_tokens=50.0, gflop_per_example=25.0),
+            _measured("Hugging Face", "hf", [4.0, 3.0, 3.0], padded_tokens=62.0, gflop_per_example=30.0)]
+    rows[1].kwargs["feed"] = "finetune"
+    text = "\n".join(report.finetune_section(rows, 3))
+    assert (f"| {P.FINETUNE_BUCKETED} | tensorflow | albert-finetune's own batches, each padded to its longest row | "
+            "8.00 | 8.00, 6.00, 9.00 | n/a | 50.0 |") in text
+    # albert-tf fit / HF: 4/4, 5/3, 6/3 -> median 1.67, range 1.00-2.00 (level: includes 1.0).
+    assert "| level (1.67x; 1.00-2.00x) | 3 | level |" in text
+    assert P.FINETUNE_BUCKETED + " (tensorflow" not in text  # other batches: in the table, in no ratio
+    assert report.finetune_section([], 3) == []
+    for m, cpu in zip(rows, (3.0, 5.0, 1.0)):
         for r in m.runs:
             r["per_cpu_s"] = cpu
-    text = "\n".join(run.finetune_section(rows))
-    assert "per CPU-second (medians): **1.50x**" in text
+    text = "\n".join(report.finetune_section(rows, 3))
+    assert "Ratios per CPU-second" in text and "| **3.00x** (3.00-3.00x) | 3 | ours ahead |" in text
 
 
 def _pool(tmp_path, sentences, batch):
@@ -80,7 +81,7 @@ def test_ours_runs_both_feeds_at_a_tiny_shape(tmp_path):
     path = _pool(tmp_path, sentences, 8)
     results = {}
     for feed in ("fit", "finetune"):
-        m = run.Measurement("finetune", feed, "finetune", "ours", dict(
+        m = P.Measurement("finetune", feed, "finetune", "ours", dict(
             precision="float32", spm_path=spm, pool_file=path, batch=8, warmup=0, steps=2,
             feed=feed, order=common.RANDOM, shape="tiny"))
         run.run_one(m, timeout=300, python=sys.executable)

@@ -116,35 +116,75 @@ def test_unknown_runtime_or_precision_is_refused():
         onnx_runtimes.make_runner("onnxruntime", "bfloat16")
 
 
-def test_text_pads_to_the_longest_row(tmp_path, monkeypatch, cache):
-    _need("openvino")
+@pytest.fixture(scope="module")
+def text_pool(tmp_path_factory):
+    """(SentencePiece model of VOCAB pieces, a pool file of 4 sentences: two timed batches of 2 after one)."""
     pytest.importorskip("sentencepiece")
     import json
 
-    from bench.systems import hf
     from pipelines import tokenizer
     from tests.pipelines.conftest import write_corpus
 
-    spm = tokenizer.train_sentencepiece([write_corpus(str(tmp_path / "corpus.txt"), num_docs=60)],
-                                        str(tmp_path / "sp"), vocab_size=VOCAB, seed=1)
-    monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", VOCAB)
-    sentences = ["the a of", "and in the a of and in the a of and in the a", "the"]
-    pool = tmp_path / "pool.json"
-    pool.write_text(json.dumps({"sentences": sentences, common.GROUPED: [[0], [1, 2], [0, 2]]}))
-    result = hf.onnx_text("openvino", "float32", spm, str(pool), common.GROUPED, warmup=1, steps=2,
-                          config=_tiny(), cache_dir=cache)
+    root = tmp_path_factory.mktemp("text")
+    spm = tokenizer.train_sentencepiece([write_corpus(str(root / "corpus.txt"), num_docs=60)], str(root / "sp"),
+                                        vocab_size=VOCAB, seed=1)
+    sentences = ["the a of", "and in the a of and in the a of and in the a", "the", "of and in the a of"]
+    pool = root / "pool.json"
+    pool.write_text(json.dumps({"sentences": sentences, common.GROUPED: [[0, 3], [1, 2], [0, 2]]}))
+    return spm, str(pool), sentences
+
+
+def _pieces(spm, sentences):
     import sentencepiece
 
     sp = sentencepiece.SentencePieceProcessor(model_file=spm)
-    pieces = [len(sp.encode(s)) + 2 for s in sentences]  # [CLS] ... [SEP]
-    # Each timed batch is padded to its own longest row: [1, 2] -> the longest, [0, 2] -> sentence 0's.
-    assert result["padded_length"] == max(pieces)
+    return [len(sp.encode(s)) + 2 for s in sentences]  # [CLS] ... [SEP]
+
+
+@pytest.mark.parametrize("runtime,tokenizer", [("openvino", "hf"), ("openvino", "openvino"), ("onnxruntime", "hf")])
+def test_text_pads_each_batch_to_its_longest_row(runtime, tokenizer, text_pool, cache, monkeypatch):
+    _need(runtime)
+    if tokenizer == "openvino":
+        _need("openvino_tokenizers")
+    spm, pool, sentences = text_pool
+    monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", VOCAB)
+    result = onnx_runtimes.text(runtime, "float32", spm, pool, common.GROUPED, warmup=1, steps=2, tokenizer=tokenizer,
+                                config=_tiny(), cache_dir=cache)
+    pieces = _pieces(spm, sentences)
+    # Timed batches [1, 2] and [0, 2], each padded to its own longest row.
+    assert result["padded_length"] == pieces[1]
     assert result["padded_tokens"] == (2 * max(pieces[1], pieces[2]) + 2 * max(pieces[0], pieces[2])) / 4
     assert result["real_tokens"] == (pieces[1] + pieces[2] + pieces[0] + pieces[2]) / 4
     assert result["per_s"] > 0
+    if tokenizer == "openvino":
+        assert result["same_tokens"] is True and result["threads"]["openvino"] >= 1
 
 
-def test_openvino_matmul_rate():
+def test_openvino_tokenizer_with_sorted_rows_gives_hugging_faces_outputs(text_pool, cache, monkeypatch):
     _need("openvino")
-    rate = onnx_runtimes.matmul("float32", 64, 32, 48, warmup=1, steps=3)
-    assert list(rate) == ["openvino 64x32x48"] and rate["openvino 64x32x48"] > 0
+    _need("openvino_tokenizers")
+    spm, _, sentences = text_pool
+    monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", VOCAB)
+    from bench.systems import hf
+
+    hf_tokenizer = hf._tokenizer(spm)
+    run, _ = onnx_runtimes.make_runner("openvino", "float32", _tiny(), cache_dir=cache)
+    batch = list(range(len(sentences)))
+    padded = onnx_runtimes._hf_encoder(hf_tokenizer, sentences, 0)(batch)[1][0]
+    want = run(padded)[1]
+    encode = onnx_runtimes._openvino_encoder(onnx_runtimes.openvino_tokenizer(hf_tokenizer), sentences, 2)
+    chunks, feeds = encode(batch)
+    assert [f["input_ids"].shape[1] for f in feeds] == [max(_pieces(spm, [sentences[i] for i in c])) for c in chunks]
+    got = common.in_input_order(chunks, [run(f)[1] for f in feeds])
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not np.allclose(np.concatenate([run(f)[1] for f in feeds]), want, atol=1e-3)  # chunk order differs
+
+
+def test_openvino_matmul_rates_with_the_measurements_threads(monkeypatch):
+    _need("openvino")
+    from bench.systems import matmul
+
+    monkeypatch.setenv("BENCH_THREADS", "1")
+    rates = matmul.openvino_rates("float32", reps=2, tiny=True)
+    assert {k for k in rates if " " in k} == {f"openvino {m}x{k}x{n}" for m, k, n in matmul.TINY_SHAPES}
+    assert all(rates[k] > 0 for k in rates if " " in k) and rates["threads"] == {"openvino": 1}

@@ -1,48 +1,13 @@
-"""Issue 18's like-for-like comparisons: the raw-text and fine-tuning plans give
-every system the same batches (length-grouped for the best normal use, random
-for the same padding), the pool's batches, and Hugging Face's training loss on
-the masked positions only. Torch/transformers tests skip when not installed."""
+"""Like-for-like raw text and training (issues 18 and 27): the pool's batches, the in-batch length sorting every
+text path gets (and that it changes no output), and Hugging Face's training loss on the masked positions only.
+Tests of a peer skip when it is not installed (CI's extras environment runs them)."""
 
 import json
 
 import numpy as np
 import pytest
 
-from bench import run
 from bench.systems import common
-
-
-def _rows(group):
-    return [m for m in run.plan(False, "sp.model", "pool.json") if m.group == group]
-
-
-@pytest.mark.parametrize("group", ["text", "finetune"])
-def test_each_system_is_in_both_comparisons_on_the_same_batches(group):
-    rows = _rows(group)
-    order = "feed" if group == "text" else "order"
-    second = run.AS_SERVED if group == "text" else run.SAME_PADDING
-    tables = {name: [m for m in rows if run.comparison(m) == name] for name in (run.BEST_USE, second)}
-    want = {run.BEST_USE: common.GROUPED, second: common.RANDOM}
-    for name, part in tables.items():
-        # Length-grouped batches for every system in the best-use table, random ones in the other.
-        assert {m.kwargs[order] for m in part} == {want[name]}
-        # The same pool, warm-up and timed batches for everyone in a table.
-        assert len({(m.kwargs["pool_file"], m.kwargs["warmup"], m.kwargs["steps"]) for m in part}) == 1
-    peers = {"keras-hub" if group == "text" else "keras-hub fit", "Hugging Face"}
-    for part in tables.values():
-        assert peers <= {m.system for m in part} and any(run._is_ours(m.system) for m in part)
-    # keras-hub pre-packed to bucket lengths at its best, to the longest row on random batches;
-    # ours on random batches both ways: at its normal use and padding as the peers.
-    kh = {run.comparison(m): m.kwargs["padding"] for m in rows if m.module == "kerashub" or
-          (m.function == "kerashub")}
-    assert kh == {run.BEST_USE: "bucket", second: "longest"}
-    if group == "text":
-        served = [m for m in tables[run.AS_SERVED] if run._is_ours(m.system)]
-        padded = {m.system for m in served if run.pads_like_peers(m)}
-        assert padded == {"albert-tf task model, no buckets", run.OURS_OPENVINO_PADDED}
-        assert {m.system for m in served} - padded == {"albert-tf task model", "albert-tf SavedModel",
-                                                       run.OURS_OPENVINO}
-        assert not any(run.pads_like_peers(m) for m in tables[run.BEST_USE])
 
 
 def test_length_grouped_batches_follow_group_by_length_and_pad_less():
@@ -115,22 +80,67 @@ def test_hugging_face_loss_runs_the_mlm_head_on_the_masked_positions_only():
     assert ours == pytest.approx(float(ref), rel=1e-5)
 
 
-def test_text_section_has_one_table_and_ratios_per_comparison():
-    def row(system, feed, values, **extra):
-        m = run.Measurement("text", system, "x", "text", dict(precision="bfloat16", feed=feed, warmup=2, steps=10,
-                                                               **extra))
-        m.runs = [dict(per_s=v, padded_tokens=40.0, real_tokens=36.0, peak_rss_mb=900.0) for v in values]
-        return m
+def test_length_sorted_chunks_follow_our_buckets_and_restore_the_order():
+    lengths = [30, 5, 17, 5, 90, 12, 40, 3, 60]
+    chunks = common.length_sorted_chunks(lengths, 4)
+    # Stable ascending order (tf.argsort(stable=True), as albert_tf.models.length_buckets), cut into 4s.
+    assert [c.tolist() for c in chunks] == [[7, 1, 3, 5], [2, 0, 6, 8], [4]]
+    outputs = [np.array([lengths[i] for i in c]) for c in chunks]
+    assert common.in_input_order(chunks, outputs).tolist() == lengths
+    shuffled = [outputs[1], outputs[0], outputs[2]]  # the wrong chunk order does not restore the batch
+    assert common.in_input_order(chunks, shuffled).tolist() != lengths
+    with pytest.raises(ValueError, match="rows must be >= 1, got 0"):
+        common.length_sorted_chunks(lengths, 0)
 
-    rows = [row("albert-tf task model", common.GROUPED, [30.0, 32.0]), row("Hugging Face", common.GROUPED, [20.0]),
-            row("albert-tf task model", common.RANDOM, [16.0]),
-            row("albert-tf task model, no buckets", common.RANDOM, [12.0], one_padded_batch=True),
-            row("Hugging Face", common.RANDOM, [10.0]), row(run.OPENVINO, common.RANDOM, [])]
-    rows[-1].skip = "not installed: openvino (pip install -e '.[bench]')"
-    text = "\n".join(run.text_section(rows))
-    best, served = text.split("### Random batches, as a server receives them")
-    assert "### Each system at its best normal use" in best and "**1.55x**" in best  # median 31 / 20
-    normal, same = served.split("ours padding as the peers (same padding)")
-    assert "**1.60x**" in normal and "**1.55x**" not in served  # 16 / 10
-    assert "**1.20x**" in same  # 12 / 10
-    assert f"| {run.OPENVINO} | bfloat16 | n/a | not installed: openvino" in served
+
+def _tiny_spm(tmp_path, vocab=100):
+    from pipelines import tokenizer
+    from tests.pipelines.conftest import write_corpus
+
+    return tokenizer.train_sentencepiece([write_corpus(str(tmp_path / "corpus.txt"), num_docs=60)],
+                                         str(tmp_path / "sp"), vocab_size=vocab, seed=1)
+
+
+SENTENCES = ["the a of", "and in the a of and in the a of and in the a", "the", "of and in the a of and",
+             "a", "in the a of and in the a of", "the a", "and in"]
+
+
+def test_hugging_face_sorted_rows_give_the_padded_batchs_outputs(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from bench.systems import hf
+
+    monkeypatch.setattr(common, "TEXT_VOCAB_SIZE", 100)
+    tokenizer = hf._tokenizer(_tiny_spm(tmp_path))
+    chunks, encodings = hf.encode_sorted(tokenizer, SENTENCES, 3)
+    lengths = [len(ids) for ids in tokenizer(SENTENCES)["input_ids"]]
+    assert [c.tolist() for c in chunks] == [c.tolist() for c in common.length_sorted_chunks(lengths, 3)]
+    assert [e["input_ids"].shape[1] for e in encodings] == [max(lengths[i] for i in c) for c in chunks]
+    torch.manual_seed(0)
+    model = __import__("transformers").AlbertModel(hf._config(100, "tiny")).eval()
+    with torch.no_grad():
+        (whole,) = hf.encode_sorted(tokenizer, SENTENCES, 0)[1]
+        want = model(**whole).pooler_output.numpy()
+        got = common.in_input_order(chunks, [model(**e).pooler_output.numpy() for e in encodings])
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert np.max(np.abs(np.concatenate([model(**e).pooler_output.detach().numpy() for e in encodings]) - want)) > 1e-3
+
+
+def test_keras_hub_sorted_rows_give_the_padded_batchs_outputs(tmp_path):
+    pytest.importorskip("keras_hub")
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    from bench.systems import kerashub
+
+    spm = _tiny_spm(tmp_path)
+    keras.utils.set_random_seed(0)
+    backbone = kerashub._backbone("float32", vocab_size=100, shape="tiny")
+    pre = keras_hub.models.AlbertTextClassifierPreprocessor(keras_hub.models.AlbertTokenizer(proto=spm),
+                                                            sequence_length=64)
+    texts = tf.constant(SENTENCES)
+    want = backbone(pre(texts), training=False)["pooled_output"].numpy()
+    got = kerashub._sorted_forward(backbone, pre, len(SENTENCES), 3)(texts).numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5)
+    assert not np.allclose(got[::-1], want, atol=1e-3)  # the rows come back in the input order, not another

@@ -1,0 +1,392 @@
+"""What `python -m bench.run` measures: the measurements of each plan, the table each belongs to, and the
+pairs of rows whose ratios a run reports.
+
+Plans (`plan`):
+
+- "default": what the claims rest on, sized so that 5 repetitions fit in about 65 minutes on a 2-core
+  AVX-512 BF16 CPU (`expected_seconds`, from the wall times of earlier runs). bfloat16 (the fast precision
+  on both CPU kinds), ALBERT-base: training at batch 8 x 128, full-length inference at batch 32, raw text on
+  random batches with every system sorting each batch's rows by length (and our OpenVINO export packed and
+  padded), fine-tuning on length-grouped batches, and the matmul limit for the MFU column.
+- "full": also float32, XLA, other batch sizes and lengths, length-grouped and unsorted raw text, ONNX
+  Runtime, fine-tuning on random batches and with albert-finetune's own batches, ALBERT-large against
+  BERT-large (several hours).
+- "smoke": the default plan at the tiny shape, 2 timed steps: every system runs, in minutes.
+
+Same work: every row of a table gets the same batches, precision, threads and (training) masked positions;
+each system runs at its best normal use within that (in-batch length sorting for every text path, OpenVINO's
+own openvino-tokenizers for its text path, torch.compile for Hugging Face training and fine-tuning). A row
+that does other work (albert-finetune's own batches) is shown and left out of every ratio.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+from bench.systems import common
+
+PLANS = ("default", "full", "smoke")
+GROUPS = ("matmul", "train", "infer", "text", "finetune", "large")
+DEFAULT_REPS = 5
+OURS = "albert-tf"
+HF_COMPILED = "Hugging Face, torch.compile"
+OPENVINO = "OpenVINO (HF model, ONNX)"
+OPENVINO_OV_TOKENIZER = "OpenVINO (HF model, ONNX), openvino-tokenizers"
+OPENVINO_HF_TOKENIZER = "OpenVINO (HF model, ONNX), HF tokenizer"
+ONNXRUNTIME = "ONNX Runtime (HF model, ONNX)"
+OURS_OPENVINO = "albert-tf (our OpenVINO export)"
+OURS_OPENVINO_PADDED = "albert-tf (our OpenVINO export), padded"
+FROZEN = "albert-tf, frozen weights (the exported graph)"
+FINETUNE_BUCKETED = "albert-tf, albert-finetune's batches"
+# Rows sorted within each batch: the length buckets of our task model, the same for every peer.
+SORT_ROWS = 8
+TRAIN_STEPS = dict(warmup=2, steps=20)  # at least 20 timed steps for every training figure (issue 18)
+TEXT_BATCH, TEXT_POOL = 32, 4096
+TEXT_STEPS = dict(warmup=2, steps=10)
+FINETUNE_STEPS = dict(warmup=2, steps=20)  # two warm-up lengths: torch.compile's dynamic shapes settle
+LARGE_DROPOUT = 0.0  # bert_large's preset has 0.1, albert_large_v2's 0.0: both run at this, the same work
+# The tables of the text and fine-tuning groups.
+GROUPED = "length-grouped batches"
+SORTED = f"random batches, each batch's rows sorted by length, {SORT_ROWS} at a time"
+PADDED = "random batches, each padded to its longest row"
+EARLIER = "the batches of an earlier version of the suite"  # rows saved without their batch order
+# Keys of a measurement's kwargs that do not make it another configuration.
+_NOT_IN_KEY = ("sentences", "sentences_file", "pool_file", "spm_path", "warmup", "steps")
+
+
+@dataclasses.dataclass
+class Measurement:
+    """One configuration: which table it belongs to, what the worker runs, and its results.
+
+    runs: one dict per repetition that ran, with "rep" (the repetition's index); errors: "rep N: why".
+    """
+
+    group: str
+    system: str
+    module: str  # bench.systems.<module>
+    function: str
+    kwargs: Dict[str, object]
+    runs: List[dict] = dataclasses.field(default_factory=list)
+    errors: List[str] = dataclasses.field(default_factory=list)
+    skip: str = ""  # why it is not run (a peer not installed)
+
+    @property
+    def key(self) -> str:
+        settings = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()) if k not in _NOT_IN_KEY)
+        return f"{self.group}:{self.system}:{self.function}:{settings}"
+
+    def spec(self) -> str:
+        return json.dumps({"system": self.module, "function": self.function, "kwargs": self.kwargs})
+
+    def values(self, field: str = "per_s") -> Dict[int, float]:
+        """{repetition: value} of the runs that have `field` (runs saved without "rep" count in order)."""
+        return {int(r.get("rep", i)): float(r[field]) for i, r in enumerate(self.runs)
+                if isinstance(r.get(field), (int, float)) and not isinstance(r.get(field), bool)}
+
+    def median(self, field: str = "per_s") -> Optional[float]:
+        values = list(self.values(field).values())
+        return statistics.median(values) if values else None
+
+    def maximum(self, field: str) -> Optional[float]:
+        values = list(self.values(field).values())
+        return max(values) if values else None
+
+    @property
+    def precision(self) -> str:
+        return str(self.kwargs.get("precision", ""))
+
+
+def is_ours(m: Measurement) -> bool:
+    return m.system.startswith(OURS)
+
+
+def runtime(m: Measurement) -> str:
+    """The runtime a row runs in: tensorflow, torch, torch.compile, openvino or onnxruntime."""
+    if m.kwargs.get("runtime"):
+        return str(m.kwargs["runtime"])
+    if m.module == "ours_openvino" or m.system == "openvino":
+        return "openvino"
+    if m.module == "hf" or (m.module == "finetune" and m.function == "hf") or m.system == "torch":
+        return "torch.compile" if m.kwargs.get("compile") else "torch"
+    return "tensorflow"
+
+
+def sorts_rows(m: Measurement) -> bool:
+    """Whether a raw-text row avoids padding each batch to its longest row: our length buckets, our
+    export's packed tokens, a peer's sorted rows."""
+    if m.module == "ours":
+        return not m.kwargs.get("one_padded_batch") and m.kwargs.get("rows_per_bucket", SORT_ROWS) != 0
+    if m.module == "ours_openvino":
+        return m.kwargs.get("pack_tokens", True) is not False
+    return bool(m.kwargs.get("sort_rows"))
+
+
+def table(m: Measurement) -> str:
+    """The table of its group a row is in (rows are compared only within a table)."""
+    if m.group in ("text", "finetune"):
+        order = m.kwargs.get("feed" if m.group == "text" else "order")
+        if order is None:
+            return EARLIER
+        if order == common.GROUPED:
+            return GROUPED
+        return SORTED if m.group == "text" and sorts_rows(m) else PADDED
+    if m.group in ("train", "infer"):
+        return f"batch {m.kwargs['batch']}, length {m.kwargs['seq']}"
+    return m.group
+
+
+def in_ratios(m: Measurement) -> bool:
+    """Rows that do the table's work (albert-finetune's own batches are other batches: shown, not compared)."""
+    return not (m.group == "finetune" and m.kwargs.get("feed") == "finetune")
+
+
+def pairs(rows: Sequence[Measurement]) -> List[tuple]:
+    """(ours, peer) for every row of ours and every peer row of one table with the same precision and,
+    where both have one, the same XLA setting. No "best of" selection: every pair is shown."""
+    out = []
+    for ours in (m for m in rows if is_ours(m) and in_ratios(m)):
+        for peer in (m for m in rows if not is_ours(m) and in_ratios(m)):
+            same_xla = "xla" not in ours.kwargs or "xla" not in peer.kwargs or ours.kwargs["xla"] == peer.kwargs["xla"]
+            same_table = (ours.group, table(ours)) == (peer.group, table(peer))
+            if same_table and ours.precision == peer.precision and same_xla:
+                out.append((ours, peer))
+    return out
+
+
+def missing_package(*names: str) -> str:
+    """"" when every name imports here, else the note a skipped row shows."""
+    for name in names:
+        if importlib.util.find_spec(name) is None:
+            return f"not installed: {name} (pip install -e '.[bench]')"
+    return ""
+
+
+# ------------------------------------------------------------------ plans
+def plan(name: str, spm_path: str, pool_file: str) -> List[Measurement]:
+    """The measurements of plan `name` (PLANS), in the order each repetition runs them: the matmul limit,
+    then one table at a time, ours beside its peers (a pair runs minutes apart, under the same load)."""
+    if name not in PLANS:
+        raise ValueError(f"plan must be one of {PLANS}, got {name!r}.")
+    full = name == "full"
+    out = matmul_plan(full) + train_plan(full) + infer_plan(full, spm_path) + text_plan(full, spm_path, pool_file)
+    out += finetune_plan(full, spm_path, pool_file) + (large_plan() if full else [])
+    return [tiny(m) for m in out] if name == "smoke" else out
+
+
+def matmul_plan(full: bool) -> List[Measurement]:
+    out = []
+    for precision in (("float32", "bfloat16") if full else ("bfloat16",)):
+        out.append(Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates",
+                               dict(precision=precision, reps=8, xla=full)))
+        out.append(Measurement("matmul", "openvino", "matmul", "openvino_rates", dict(precision=precision, reps=8),
+                               skip=missing_package("openvino")))
+        if full:
+            out.append(Measurement("matmul", "torch", "matmul", "torch_rates", dict(precision=precision, reps=8),
+                                   skip=missing_package("torch")))
+    return out
+
+
+def _train(system: str, precision: str, xla: bool, batch: int, seq: int) -> Measurement:
+    kw = dict(precision=precision, batch=batch, seq=seq, **TRAIN_STEPS)
+    if system.startswith("Hugging Face"):
+        return Measurement("train", system, "hf", "train", dict(kw, compile=system == HF_COMPILED),
+                           skip=missing_package("torch", "transformers"))
+    if system == "keras-hub fit":
+        return Measurement("train", system, "kerashub", "train_fit", dict(kw, xla=xla),
+                           skip=missing_package("keras_hub"))
+    if system == "albert-tf fit":
+        return Measurement("train", system, "ours", "train_fit", dict(kw, xla=xla))
+    return Measurement("train", system, "ours", "train_step", dict(kw, xla=xla, preset="albert_base_v2"))
+
+
+TRAIN_SYSTEMS = ("albert-tf step", "keras-hub fit", "Hugging Face", HF_COMPILED)
+
+
+def train_plan(full: bool) -> List[Measurement]:
+    out = [_train(s, "bfloat16", False, 8, 128) for s in TRAIN_SYSTEMS]
+    if not full:
+        return out
+    out += [_train("albert-tf fit", "bfloat16", False, 8, 128)]
+    out += [_train(s, "float32", False, 8, 128) for s in TRAIN_SYSTEMS + ("albert-tf fit",)]
+    out += [_train(s, p, True, 8, 128) for p in ("bfloat16", "float32")
+            for s in ("albert-tf step", "albert-tf fit", "keras-hub fit")]
+    out += [_train(s, "bfloat16", False, 32, 128) for s in TRAIN_SYSTEMS]
+    out += [_train(s, "bfloat16", False, 8, 512) for s in ("albert-tf step", "keras-hub fit", "Hugging Face")]
+    return out
+
+
+def _infer_rows(precision: str, batch: int, steps: Dict[str, int], spm_path: str, xla: bool = False):
+    kw = dict(precision=precision, batch=batch, seq=128, **steps)
+    ov = missing_package("openvino")
+    rows = [Measurement("infer", OURS, "ours", "infer", dict(kw, xla=xla)),
+            Measurement("infer", "keras-hub", "kerashub", "infer", dict(kw, xla=xla),
+                        skip=missing_package("keras_hub"))]
+    if xla:
+        return rows
+    rows += [Measurement("infer", FROZEN, "ours", "infer", dict(kw, xla=False, frozen=True)),
+             Measurement("infer", OURS_OPENVINO, "ours_openvino", "infer",
+                         dict(kw, hint="LATENCY", **({"spm_path": spm_path} if spm_path else {})), skip=ov),
+             Measurement("infer", "Hugging Face", "hf", "infer", kw, skip=missing_package("torch", "transformers")),
+             Measurement("infer", OPENVINO, "onnx_runtimes", "infer", dict(kw, runtime="openvino", hint="LATENCY"),
+                         skip=ov or missing_package("torch", "onnxscript"))]
+    return rows if precision == "bfloat16" else [m for m in rows if m.module != "ours_openvino"]
+
+
+def infer_plan(full: bool, spm_path: str = "") -> List[Measurement]:
+    """Full-length encoder inference. OpenVINO runs with the LATENCY hint (one synchronous batch gets every
+    core; THROUGHPUT makes a stream per core, which a lone request cannot use: full plan only)."""
+    out = _infer_rows("bfloat16", 32, dict(warmup=2, steps=5), spm_path)
+    if not full:
+        return out
+    steps = dict(warmup=2, steps=10)
+    out += _infer_rows("bfloat16", 32, steps, spm_path, xla=True)
+    for batch in (1, 8):
+        out += _infer_rows("bfloat16", batch, steps, spm_path)
+    out += _infer_rows("float32", 32, steps, spm_path)
+    skip = missing_package("onnxruntime", "torch", "onnxscript")
+    kw = dict(batch=32, seq=128, **steps)
+    out += [Measurement("infer", ONNXRUNTIME, "onnx_runtimes", "infer", dict(kw, runtime="onnxruntime",
+                                                                                precision=p), skip=skip)
+            for p in ("float32", "int8")]
+    out.append(Measurement("infer", OPENVINO, "onnx_runtimes", "infer",
+                           dict(kw, runtime="openvino", precision="bfloat16", hint="THROUGHPUT"),
+                           skip=missing_package("openvino", "torch", "onnxscript")))
+    return out
+
+
+def _text_rows(feed: str, sort: bool, spm_path: str, pool_file: str, full: bool) -> List[Measurement]:
+    """The raw-text rows on `feed`'s batches: ours and each peer, sorting each batch's rows (sort) or padding
+    each batch to its longest row."""
+    kw = dict(precision="bfloat16", spm_path=spm_path, pool_file=pool_file, feed=feed, **TEXT_STEPS)
+    rows_per_bucket = SORT_ROWS if sort else 0
+    sort_rows = dict(sort_rows=SORT_ROWS) if sort else {}
+    ov = missing_package("openvino", "openvino_tokenizers")
+    hf_ov = missing_package("openvino", "openvino_tokenizers", "torch", "transformers", "onnxscript")
+    rows = [Measurement("text", "albert-tf task model", "ours", "text", dict(kw, rows_per_bucket=rows_per_bucket))]
+    if sort:
+        rows.append(Measurement("text", "albert-tf SavedModel", "ours", "saved_model_text", kw))
+    if sort or feed == common.RANDOM:
+        rows.append(Measurement("text", OURS_OPENVINO if sort else OURS_OPENVINO_PADDED, "ours_openvino", "text",
+                                dict(kw, hint="LATENCY", **({} if sort else {"pack_tokens": False})), skip=ov))
+    rows += [Measurement("text", "keras-hub", "kerashub", "text", dict(kw, padding="longest", **sort_rows),
+                         skip=missing_package("keras_hub")),
+             Measurement("text", "Hugging Face", "hf", "text", dict(kw, **sort_rows),
+                         skip=missing_package("torch", "transformers")),
+             Measurement("text", OPENVINO_OV_TOKENIZER, "onnx_runtimes", "text",
+                         dict(kw, runtime="openvino", hint="LATENCY", tokenizer="openvino", **sort_rows), skip=hf_ov)]
+    if full:
+        rows += [Measurement("text", OPENVINO_HF_TOKENIZER, "onnx_runtimes", "text",
+                             dict(kw, runtime="openvino", hint="LATENCY", tokenizer="hf", **sort_rows), skip=hf_ov),
+                 Measurement("text", ONNXRUNTIME, "onnx_runtimes", "text",
+                             dict(kw, runtime="onnxruntime", precision="float32", **sort_rows),
+                             skip=missing_package("onnxruntime", "torch", "transformers", "onnxscript"))]
+    return rows
+
+
+def text_plan(full: bool, spm_path: str, pool_file: str) -> List[Measurement]:
+    """Raw text. Default: random batches (as a server receives them) with every system sorting each batch's
+    rows by length (our task model's buckets; the same for every peer), our OpenVINO export packed, and the
+    same export padded (the packing table: our packed export against the same model padded). Full: also every
+    system padding each batch to its longest row, and length-grouped batches."""
+    out = _text_rows(common.RANDOM, True, spm_path, pool_file, full)
+    if not full:
+        return out + [m for m in _text_rows(common.RANDOM, False, spm_path, pool_file, False)
+                      if m.system == OURS_OPENVINO_PADDED]
+    return (out + _text_rows(common.RANDOM, False, spm_path, pool_file, True)
+            + _text_rows(common.GROUPED, True, spm_path, pool_file, True))
+
+
+def finetune_plan(full: bool, spm_path: str, pool_file: str) -> List[Measurement]:
+    """Fine-tuning a 2-label classifier on the pool's batches (bench/systems/finetune.py), every system on the
+    same batches padded to each batch's longest row: length-grouped (Hugging Face's group_by_length sampler);
+    full: also random batches, and ours on albert-finetune's own batches (other batches: no ratio)."""
+    kw = dict(precision="bfloat16", spm_path=spm_path, pool_file=pool_file, batch=TEXT_BATCH, shape="base",
+              **FINETUNE_STEPS)
+    torch_skip = missing_package("torch", "transformers")
+    out = []
+    for order in ((common.GROUPED, common.RANDOM) if full else (common.GROUPED,)):
+        out += [Measurement("finetune", "albert-tf fit", "finetune", "ours", dict(kw, feed="fit", order=order)),
+                Measurement("finetune", "keras-hub fit", "finetune", "kerashub", dict(kw, order=order,
+                                                                                       padding="longest"),
+                            skip=missing_package("keras_hub")),
+                Measurement("finetune", "Hugging Face", "finetune", "hf", dict(kw, order=order), skip=torch_skip),
+                Measurement("finetune", HF_COMPILED, "finetune", "hf", dict(kw, order=order, compile=True),
+                            skip=torch_skip)]
+    if full:
+        out.append(Measurement("finetune", FINETUNE_BUCKETED, "finetune", "ours",
+                               dict(kw, feed="finetune", order=common.GROUPED)))
+    return out
+
+
+def large_plan(batch: int = 8) -> List[Measurement]:
+    """ALBERT-large against BERT-large, albert-pretrain's step with the LAMB update timed alone."""
+    return [Measurement("large", preset, "ours", "train_step",
+                        dict(preset=preset, precision=precision, xla=False, batch=batch, seq=128,
+                             dropout=LARGE_DROPOUT, optimizer_alone=True, **TRAIN_STEPS))
+            for preset in ("albert_large_v2", "bert_large") for precision in ("float32", "bfloat16")]
+
+
+def tiny(m: Measurement) -> Measurement:
+    """The smoke plan's version of a measurement: the tiny shape, small batches, 1 + 2 steps."""
+    kw = dict(m.kwargs)
+    if m.group == "matmul":
+        kw.update(tiny=True, reps=2)
+    else:
+        kw.update(warmup=1, steps=2)
+        if m.function == "train_step":
+            kw["preset"] = "tiny"
+        else:
+            kw["shape"] = "tiny"
+        if m.group in ("train", "infer"):
+            kw.update(batch=min(int(kw["batch"]), 4), seq=min(int(kw["seq"]), 32))
+    return dataclasses.replace(m, kwargs=kw, runs=[], errors=[])
+
+
+# -------------------------------------------------------------- estimate
+# Seconds of one measurement on a 2-core AVX-512 BF16 CPU in bfloat16 at the default steps, from the wall
+# times saved in earlier runs (process start, model build, warm-up and timed steps): (module, function) or
+# (module, function, variant) -> seconds.
+_SECONDS = {("matmul", "tensorflow_rates"): 12, ("matmul", "openvino_rates"): 8, ("matmul", "torch_rates"): 6,
+            ("ours", "train_step"): 55, ("ours", "train_fit"): 55, ("kerashub", "train_fit"): 60,
+            ("hf", "train"): 50, ("hf", "train", "compile"): 85,
+            ("ours", "infer"): 22, ("kerashub", "infer"): 23, ("hf", "infer"): 22, ("ours_openvino", "infer"): 20,
+            ("onnx_runtimes", "infer"): 16,
+            ("ours", "text"): 22, ("ours", "saved_model_text"): 38, ("ours_openvino", "text"): 18,
+            ("kerashub", "text"): 28, ("hf", "text"): 20, ("onnx_runtimes", "text"): 14,
+            ("finetune", "ours"): 55, ("finetune", "kerashub"): 60, ("finetune", "hf"): 48,
+            ("finetune", "hf", "compile"): 110,
+            ("large", "albert_large_v2"): 140, ("large", "bert_large"): 190}
+_DEFAULT_STEPS = {"train": 22, "infer": 7, "text": 12, "finetune": 22, "large": 22}
+TINY_SECONDS = 10
+
+
+def expected_seconds(m: Measurement) -> float:
+    """About how long one repetition of `m` takes on a 2-core AVX-512 BF16 CPU (the default plan's machine)."""
+    if m.skip:
+        return 0.0
+    if m.kwargs.get("shape") == "tiny" or m.kwargs.get("preset") == "tiny" or m.kwargs.get("tiny"):
+        return TINY_SECONDS
+    if m.group == "large":
+        base = _SECONDS[("large", m.system)]
+    else:
+        base = _SECONDS.get((m.module, m.function, "compile") if m.kwargs.get("compile") else (m.module, m.function),
+                            _SECONDS.get((m.module, m.function), 30))
+    if m.group == "matmul":
+        return base * (2 if m.kwargs.get("xla") else 1)
+    # Start-up is about 12 s; the rest grows with the steps, the batch, the length and float32's slower matmuls.
+    work = (int(m.kwargs["warmup"]) + int(m.kwargs["steps"])) / _DEFAULT_STEPS[m.group]
+    if m.group in ("train", "infer"):
+        work *= int(m.kwargs["batch"]) / (8 if m.group == "train" else 32) * (int(m.kwargs["seq"]) / 128) ** 1.2
+    if m.precision == "float32":
+        work *= 2.5
+    if m.group == "finetune" and m.kwargs.get("order") == common.RANDOM:
+        work *= 1.8  # random batches pad to their longest rows
+    return 12 + (base - 12) * work
+
+
+def expected_minutes(measurements: Sequence[Measurement], reps: int) -> float:
+    return reps * sum(expected_seconds(m) for m in measurements) / 60
