@@ -82,7 +82,7 @@ def adamw(learning_rate: float = 3e-5, *, num_train_steps: Optional[int] = None,
         beta_1, beta_2: Adam's.
         epsilon: added to Adam's sqrt(v). None: 1e-8 with bias correction
             (torch's and Hugging Face's AdamW; with 1e-6 a small model's
-            small gradients take damped steps: bench/results/finetune_parity.md),
+            small gradients take damped steps: bench/studies/README.md, fine-tuning parity),
             1e-6 without it (the original's).
         global_clipnorm: clip of the global gradient norm (None: off).
         layerwise_lr_decay: e.g. 0.8: the head keeps the rate, each level below

@@ -15,7 +15,7 @@ figure is per replica unless it says otherwise; memory is in bytes.
   of the training step as albert-tf writes it (graph mode, no XLA; XLA fuses
   element-wise chains and keeps fewer), counted tensor by tensor in
   `activation_terms`, plus the backward pass's working set. Checked against
-  TensorFlow's CPU allocator peak by `bench/plan_memory.py`.
+  TensorFlow's CPU allocator peak by `bench/studies/plan_memory.py`.
   albert-tf offers no rematerialisation (recomputing activations in the
   backward pass), so there is no "with remat" figure.
 * FLOPs: matmul FLOPs, forward + backward = 3 x forward, the masked-LM head on
@@ -197,7 +197,7 @@ def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str)
     likewise; the loss keeps float32 softmax gradients P x V. `working` is
     the backward pass's transient: gradients of the largest per-layer
     tensors (two float32 [N, T, T], two [T, I]). The counts per block were
-    measured on single blocks with TensorFlow's allocator (bench/plan_memory.py
+    measured on single blocks with TensorFlow's allocator (bench/studies/plan_memory.py
     checks the whole model).
 
     Args:

@@ -163,7 +163,7 @@ def _cpu_has_amx() -> bool:
 def _cpu_has_fast_bfloat16() -> bool:
     """AMX tiles or AVX-512 bfloat16 dot products (avx512_bf16).
 
-    Measured (bench/RESULTS.md): with avx512_bf16 and no AMX, oneDNN's
+    Measured (bench/results/avx512-bf16.md): with avx512_bf16 and no AMX, oneDNN's
     bfloat16 matmuls run at about twice the float32 rate and ALBERT-base
     trains about 1.7x faster in mixed bfloat16; without either, bfloat16 is
     emulated and runs at half the float32 speed.
@@ -175,7 +175,7 @@ def default_jit_compile() -> bool:
     """Whether XLA is the faster default here: on a GPU or TPU, never on a CPU.
 
     On CPUs XLA's dots do not beat TensorFlow's oneDNN kernels, and with
-    bfloat16 they run at about half their speed (bench/RESULTS.md).
+    bfloat16 they run at about half their speed (bench/results/amx.md, avx512-bf16.md).
 
     Example:
 

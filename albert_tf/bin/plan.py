@@ -50,7 +50,7 @@ def _define_flags() -> None:
                        "Fraction of device memory kept free (fragmentation, framework buffers).")
     flags.DEFINE_float("cpu_tflops", planning.DEFAULT_CPU_FLOPS / 1e12,
                        "With --device=cpu: the machine's measured matmul rate in TFLOP/s "
-                       "(python -m bench.matmul_primitives measures it).")
+                       "(python -m bench.studies.matmul_primitives measures it).")
     flags.DEFINE_float("cpu_memory_gib", None, "With --device=cpu: memory in GiB (default: this machine's).")
 
 

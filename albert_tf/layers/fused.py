@@ -16,10 +16,10 @@ patterns:
 A fused op is not always faster. With variable (not constant) weights,
 oneDNN runs `_FusedMatMul` as an inner product on a plain gemm kernel, while
 a plain MatMul gets its AMX matmul kernel: on an AMX CPU, bias-only fusion
-loses (`python -m bench.matmul_primitives`). The fusion is kept where it
+loses (`python -m bench.studies.matmul_primitives`). The fusion is kept where it
 carries GELU, which costs more outside the matmul.
 
-`python -m bench.profile_step --fusions` lists the fused ops a step runs.
+`python -m bench.studies.profile_step --fusions` lists the fused ops a step runs.
 """
 
 import collections
@@ -39,7 +39,7 @@ def tracing_for_constant_weights():
     For graphs whose variables become constants afterwards (a frozen serving
     graph, an OpenVINO model): with constant weights oneDNN runs the fused op
     on its AMX kernel with the weights reordered once, the fastest form of
-    every dense layer (`python -m bench.matmul_primitives`).
+    every dense layer (`python -m bench.studies.matmul_primitives`).
     """
     previous = getattr(_tracing, "constant_weights", False)
     _tracing.constant_weights = True

@@ -19,7 +19,7 @@ import tensorflow as tf
 
 BUCKETED_INPUTS = ("input_ids", "input_mask", "segment_ids")
 # Rows per bucket: small enough to stay in cache and follow the lengths
-# closely, large enough to keep the matmuls efficient (bench/RESULTS.md).
+# closely, large enough to keep the matmuls efficient (bench/results/performance_notes.md).
 DEFAULT_ROWS_PER_BUCKET = 8
 
 

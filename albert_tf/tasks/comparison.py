@@ -1,6 +1,6 @@
 """Pretrained vs random weights on one classification task, at the same budget.
 
-The demo's fine-tuning stage and bench/finetune_quality.py both call
+The demo's fine-tuning stage and bench/studies/finetune_quality.py both call
 `compare_pretrained_vs_random`: it fine-tunes the same task model twice with
 identical data, steps, learning rate, seed and precision, once starting from
 a pretrained folder and once from random weights of the same config, and

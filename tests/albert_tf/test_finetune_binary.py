@@ -4,7 +4,7 @@ The binary's `main` runs in this process (flags parsed by absl as on the
 command line) to save TensorFlow start-up time; one test runs the installed
 console script. Each run trains a 2-layer, hidden-16 ALBERT for one short
 epoch: the point is the plumbing (files, keys, ranges, reload, resume,
-errors), not accuracy (bench/finetune_quality.py measures learning).
+errors), not accuracy (bench/studies/finetune_quality.py measures learning).
 """
 
 import csv

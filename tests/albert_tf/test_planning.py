@@ -2,7 +2,7 @@
 
 Parameters: Keras's count of built models and a hand count; FLOPs: the
 benchmarks' formulas and an enumeration of every matmul; the largest-batch
-search: a brute force; memory: TensorFlow's CPU allocator (bench/plan_memory.py)
+search: a brute force; memory: TensorFlow's CPU allocator (bench/studies/plan_memory.py)
 on tiny and small configs; the installed binary in a subprocess.
 """
 
@@ -22,7 +22,6 @@ from albert_tf.bin.plan import format_plan
 from albert_tf.config import AlbertConfig
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ALBERT_PRESETS = [name for name in sorted(AlbertConfig.presets()) if name.startswith("albert_")]
 
 
 def _albert_plan() -> str:
@@ -133,14 +132,10 @@ def test_flops_equal_the_benchmarks_flops(preset, seq):
     assert planning.forward_flops_per_sequence(config, seq, 0) == common.forward_flops(shape, seq, None)
 
 
-def test_flops_equal_the_throughput_benchmarks_flops():
-    from bench.bench_pretraining_throughput import training_flops_per_sequence
-
-    for name in ALBERT_PRESETS:  # that benchmark counts the E -> H projection always (ALBERT only)
-        config = AlbertConfig.from_preset(name)
-        assert planning.training_flops_per_sequence(config, 512, 20) == training_flops_per_sequence(config, 512, 20)
+def test_albert_base_training_flops_are_the_benchmarks_figure():
+    # 67.6 GFLOP per training sequence at length 128: the figure the benchmark's MFU uses (bench.report).
     assert round(planning.training_flops_per_sequence(AlbertConfig.from_preset("albert_base_v2"), 128, 20)
-                 / 1e9, 1) == 67.6  # the figure bench/RESULTS.md quotes
+                 / 1e9, 1) == 67.6
 
 
 # ------------------------------------------------------------------ memory
@@ -189,9 +184,9 @@ def test_activations_grow_with_what_they_should():
 
 
 def _measured():
-    """bench/plan_memory.py's rows for the tiny and small configs in float32 and bfloat16 (one process)."""
+    """bench/studies/plan_memory.py's rows for the tiny and small configs in float32 and bfloat16 (one process)."""
     result = subprocess.run(
-        [sys.executable, "-m", "bench.plan_memory", "--configs=tiny,small", "--precisions=float32,bfloat16",
+        [sys.executable, "-m", "bench.studies.plan_memory", "--configs=tiny,small", "--precisions=float32,bfloat16",
          "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {}
@@ -235,7 +230,7 @@ def test_memory_model_against_the_cpu_allocator():
 
 def _plan_memory():
     sys.path.insert(0, ROOT)
-    from bench import plan_memory
+    from bench.studies import plan_memory
 
     return plan_memory
 

@@ -1,4 +1,4 @@
-"""bench.hf_training_equivalence: our fine-tuning steps against transformers' from one start."""
+"""bench.studies.hf_training_equivalence: our fine-tuning steps against transformers' from one start."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 import albert_tf
 from albert_tf import checkpoints
 from albert_tf.config import AlbertConfig
-from bench.hf_training_equivalence import compare_finetuning_with_transformers, random_batches
+from bench.studies.hf_training_equivalence import compare_finetuning_with_transformers, random_batches
 
 
 def test_random_batches_are_padded_rows_with_labels():

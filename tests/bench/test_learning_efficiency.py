@@ -1,4 +1,4 @@
-"""bench.learning_efficiency: variant parsing, the small-model recipe, the shared held-out scorer, the table.
+"""bench.studies.learning_efficiency: variant parsing, the small-model recipe, the shared held-out scorer, the table.
 
 No training here (the benchmark itself trains); keras-hub is not needed.
 """
@@ -13,7 +13,7 @@ from absl.testing import flagsaver
 
 import flags.core_flags as albert_flags
 import pipelines
-from bench import learning_efficiency as le
+from bench.studies import learning_efficiency as le
 
 FLAGS = flags.FLAGS
 

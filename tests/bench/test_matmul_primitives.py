@@ -1,11 +1,11 @@
-"""bench.matmul_primitives: its variants compute the dense formula, and its kernel parser reads oneDNN's lines."""
+"""bench.studies.matmul_primitives: its variants compute the dense formula; its kernel parser reads oneDNN lines."""
 
 import math
 
 import numpy as np
 import pytest
 
-from bench import matmul_primitives
+from bench.studies import matmul_primitives
 
 
 def _gelu_tanh(x):

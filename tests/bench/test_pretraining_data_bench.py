@@ -1,9 +1,9 @@
-"""bench_pretraining_data: the original tool is run, not assumed; no constant rate or ratio."""
+"""bench.studies.pretraining_data: the original tool is run, not assumed; no constant rate or ratio."""
 
 import os
 import re
 
-from bench import bench_pretraining_data as bpd
+from bench.studies import pretraining_data as bpd
 
 # (wall s, instances, instances/s, peak RSS MB, CPU s)
 OURS = [(10.0, 1000, 100.0, 700.0, 20.0), (8.0, 1000, 125.0, 700.0, 16.0), (12.0, 1000, 1000 / 12, 700.0, 18.0)]

@@ -1,19 +1,24 @@
 """Where a training or inference step's time goes: TensorFlow profiler, by op type.
 
+Study (2026-12-01). Question: Where does a training or inference step's time go? Answer: Elementwise work
+outside the matmuls (GELU and LayerNorm forward and backward, weight casts, the LAMB update) is about a
+quarter of a step's op time (23% in the issue-10 profile; bench/results/performance_notes.md). Command:
+`python -m bench.studies.profile_step --precision bfloat16 --batch 8 --seq 128`.
+
 Runs albert-pretrain's step (or the encoder's forward pass) a few times under
 `tf.profiler.experimental`, then sums the host-side op events of the trace
 (the trace viewer's data, read from the .xplane.pb) by op type, and prints
 the share of each next to the matmul share the FLOP count predicts.
 
-    python -m bench.profile_step --precision bfloat16 --batch 8 --seq 128
-    python -m bench.profile_step --mode infer --batch 32
+    python -m bench.studies.profile_step --precision bfloat16 --batch 8 --seq 128
+    python -m bench.studies.profile_step --mode infer --batch 32
 
 With --fusions it also lists the ops of the graphs TensorFlow ran (after
 grappler and the oneDNN layout pass, from the run metadata's partition
 graphs), with each fused op's `fused_ops`, and counts per op family which
 oneDNN fusions fired and which ops stayed unfused:
 
-    python -m bench.profile_step --mode infer --batch 32 --fusions
+    python -m bench.studies.profile_step --mode infer --batch 32 --fusions
 
 The trace stays in --logdir for TensorBoard's profile plugin.
 """
@@ -33,7 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 from albert_tf.layers.fused import executed_ops  # noqa: E402
-from bench.ab_layers import VARIANTS, patched  # noqa: E402
+from bench.studies.ab_layers import VARIANTS, patched  # noqa: E402
 from bench.systems import common, ours  # noqa: E402
 
 # Op types whose FLOPs are the model's matmuls.
@@ -145,7 +150,7 @@ def main() -> None:
     parser.add_argument("--fusions", action="store_true",
                         help="also list the executed graph's ops and which oneDNN fusions fired")
     parser.add_argument("--layers", default="after",
-                        help="layer code path, a variant of bench.ab_layers ('before': before issue 18)")
+                        help="layer code path, a variant of bench.studies.ab_layers ('before': before issue 18)")
     args = parser.parse_args()
     logdir = args.logdir or tempfile.mkdtemp(prefix="albert-profile-")
 

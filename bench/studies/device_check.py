@@ -1,8 +1,12 @@
-"""Helpers of bench/device_check.sh: inputs, the classifier query, the summary.
+"""Helpers of bench/studies/device_check.sh: inputs, the classifier query, the summary.
 
-    python -m bench.device_check prepare --out DIR --mode gpu|cpu
-    python -m bench.device_check serve --export_dir DIR/export/clf
-    python -m bench.device_check summary --out DIR --mode gpu|cpu
+Study (2026-12-01). Question: Does every step run on a GPU machine (bench/studies/device_check.sh)? Answer:
+not measured on a GPU yet; the CPU fallback passes every step (bench/results/device_check_cpu.md). Command:
+`bash bench/studies/device_check.sh OUT_DIR`.
+
+    python -m bench.studies.device_check prepare --out DIR --mode gpu|cpu
+    python -m bench.studies.device_check serve --export_dir DIR/export/clf
+    python -m bench.studies.device_check summary --out DIR --mode gpu|cpu
 
 `prepare` writes the standard library's docstrings as a pretraining corpus
 and a labelled topic task (nothing is downloaded) and the model config:
@@ -145,7 +149,7 @@ def summary(out: str, mode: str) -> str:
     title = ("GPU run" if mode == "gpu" else
              "CPU FALLBACK (no GPU on this machine: mirrored over 2 logical CPU devices, tiny sizes; "
              "these are not GPU results)")
-    lines = [f"# bench/device_check.sh: {title}", "",
+    lines = [f"# bench/studies/device_check.sh: {title}", "",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average at the end "
              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs.", "",
              "| step | exit code | seconds |", "|---|---|---|"]

@@ -7,7 +7,7 @@
 #   4. training and inference throughput against keras-hub and Hugging Face (bench.run's groups).
 #
 # Usage (from the repository root, in the venv with `pip install -e ".[test,bench]"`):
-#   bash bench/device_check.sh [OUT_DIR]            # default OUT_DIR: device_check_output
+#   bash bench/studies/device_check.sh [OUT_DIR]            # default OUT_DIR: device_check_output
 # Environment:
 #   DEVICE_CHECK_MODE=gpu|cpu   default: gpu when TensorFlow sees a GPU, else cpu
 #   DEVICE_CHECK_TESTS=PATHS    pytest targets (default: tests on a GPU; the runtime tests in the CPU fallback)
@@ -21,7 +21,7 @@
 # PyTorch on the CPU (the [bench] extra pins a CPU build), so its figures are CPU figures even here.
 # Exit code: the number of failed steps (0: all passed). Summary: OUT_DIR/summary.md.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${1:-device_check_output}
 mkdir -p "$OUT/logs"
 : > "$OUT/steps.tsv"
@@ -33,12 +33,12 @@ if [ "$MODE" = gpu ]; then
   TESTS=${DEVICE_CHECK_TESTS:-tests}; STEPS=${DEVICE_CHECK_STEPS:-300}
   SEQ=128; PRED=20; BATCH=32; DUPE=2; SHARDS=8; FT_SEQ=128
   MIRRORED=(--strategy=mirrored); REPLICAS=$NGPU
-  BENCH_ARGS=(--quick --reps 1 --only train,infer,text,finetune)
+  BENCH_ARGS=(--reps 1 --only train,infer,text,finetune)
 else
   TESTS=${DEVICE_CHECK_TESTS:-tests/albert_tf/test_runtime.py}; STEPS=${DEVICE_CHECK_STEPS:-20}
   SEQ=64; PRED=10; BATCH=8; DUPE=1; SHARDS=2; FT_SEQ=64
   MIRRORED=(--strategy=mirrored --num_cpu_devices=2); REPLICAS=2
-  BENCH_ARGS=(--smoke --reps 1 --only finetune)
+  BENCH_ARGS=(--plan smoke --reps 1 --only finetune)
 fi
 echo "device_check: mode $MODE ($NGPU GPU(s)), output in $OUT"
 
@@ -58,7 +58,7 @@ step() {  # step NAME COMMAND...: runs it, logs to OUT/logs/NAME.log, records ex
 step tests python -m pytest -q -x $TESTS
 
 # 2. Data: the standard library's docstrings -> vocabulary -> shards; ALBERT-base (GPU) or tiny (CPU) config.
-step prepare python -m bench.device_check prepare --out "$OUT" --mode "$MODE"
+step prepare python -m bench.studies.device_check prepare --out "$OUT" --mode "$MODE"
 VOCAB=$(python -c "import json; print(json.load(open('$OUT/albert_config.json'))['vocab_size'])")
 step vocab albert-create-vocab --input_file="$OUT/corpus/train.txt" --model_prefix="$OUT/vocab/spm" \
   --vocab_size="$VOCAB"
@@ -87,12 +87,12 @@ step finetune albert-finetune --task=csv --data_dir="$OUT/task" --init_checkpoin
   --num_train_epochs=1 --do_train --do_eval --mixed_precision=auto
 rm -rf "$OUT/export/clf"
 step export albert-export --checkpoint="$OUT/runs/classifier" --head=classifier --export_dir="$OUT/export/clf"
-step serve python -m bench.device_check serve --export_dir "$OUT/export/clf"
+step serve python -m bench.studies.device_check serve --export_dir "$OUT/export/clf"
 
 # 4. Throughput against keras-hub and Hugging Face on this machine (fresh process per measurement).
 if [ "${DEVICE_CHECK_BENCH:-1}" != 0 ]; then
-  step bench python -m bench.run "${BENCH_ARGS[@]}" --output "$OUT/bench_RESULTS.md" --run_json "$OUT/bench_run.json"
+  step bench python -m bench.run "${BENCH_ARGS[@]}" --output "$OUT/bench_RESULTS.md"
 fi
 
-python -m bench.device_check summary --out "$OUT" --mode "$MODE"
+python -m bench.studies.device_check summary --out "$OUT" --mode "$MODE"
 exit "$FAILED"

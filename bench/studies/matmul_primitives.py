@@ -1,5 +1,11 @@
 """Which oneDNN kernel runs each form of a dense layer, and how fast (issue 18).
 
+Study (2026-12-01). Question: Which oneDNN kernel runs each form of a dense layer, and how fast? Answer: with
+variable weights TensorFlow runs a fused MatMul + BiasAdd as an inner product that loses to a plain matmul on
+AMX, with constant weights (a frozen graph) the fused form wins; albert_tf/layers/fused.py follows it
+(bench/results/matmul_primitives.json, performance_notes.md). Command: `python -m
+bench.studies.matmul_primitives --tokens 4096 --kernels`.
+
 TensorFlow's oneDNN build runs a fused `MatMul + BiasAdd (+ GELU)` as an inner
 product and a plain `MatMul` as a matmul; which kernel each gets depends on
 whether the weights are graph constants. This times, for ALBERT's dense shapes
@@ -16,7 +22,7 @@ Each variant is timed in turn, round after round (medians, ms). With
 the table names the oneDNN kernel of its matmul (e.g. `x64:gemm:jit` or
 `brg_matmul:avx10_1_512_amx`).
 
-    python -m bench.matmul_primitives --tokens 4096 --kernels
+    python -m bench.studies.matmul_primitives --tokens 4096 --kernels
 """
 
 from __future__ import annotations
@@ -133,7 +139,7 @@ def _child_kernels(tokens: int) -> None:
 
 def kernels(tokens: int) -> Dict[str, str]:
     env = dict(os.environ, ONEDNN_VERBOSE="1", TF_CPP_MIN_LOG_LEVEL="3")
-    out = subprocess.run([sys.executable, "-m", "bench.matmul_primitives", "--child_kernels", "--tokens", str(tokens)],
+    out = subprocess.run([sys.executable, "-m", "bench.studies.matmul_primitives", "--child_kernels", "--tokens", str(tokens)],
                          env=env, capture_output=True, text=True, check=True).stdout
     return parse_kernels(out)
 

@@ -1,6 +1,10 @@
 r"""Peak training memory of ALBERT configs on this CPU, against `albert_tf.planning`.
 
-    python -m bench.plan_memory --configs=tiny,small,base --precisions=float32,bfloat16
+Study (2026-12-02). Question: Does albert_tf.planning's memory model match TensorFlow's CPU allocator? Answer:
+within the bounds tests/albert_tf/test_planning.py checks, for the tiny and small configs in float32 and
+bfloat16. Command: `python -m bench.studies.plan_memory --configs=tiny,small --precisions=float32,bfloat16`.
+
+    python -m bench.studies.plan_memory --configs=tiny,small,base --precisions=float32,bfloat16
 
 For each config and micro-batch, one forward + backward pass of the
 pretrainer (the gradients of every variable held at the end, as the training
@@ -22,7 +26,7 @@ import os
 import sys
 from typing import Dict, List, Sequence
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from albert_tf import planning  # noqa: E402  (no TensorFlow import)
 
