@@ -7,9 +7,13 @@ error a binary ends with:
   op such as SaveV2): the folder being written and what is complete in it:
   the last complete checkpoint (the one the `checkpoint` state file names: a
   checkpoint being written is a `ckpt-N_temp` folder until TensorFlow renames
-  it), the complete shards (a shard being written is a hidden `.NAME.incomplete`
-  file until renamed) or the last complete export version.  The next run on a
-  bigger disk resumes from there.
+  it; a fine-tuning run's are in its resume/ subfolder), a complete fine-tuned
+  model (`save_task_model` writes task_config.json last), the complete shards
+  (a shard being written is a hidden `.NAME.incomplete` file until renamed) or
+  the last complete export version (an export is written in a hidden `.tmp-*`
+  folder and renamed).  Evaluation and prediction files are written under a
+  temporary name and renamed (`pipelines.fileio.atomic_write`), so none is
+  partial.  The next run on a bigger disk resumes from there.
 * **a corrupt or truncated TFRecord record** (tf.data's DataLossError says
   `corrupted record at 1989`, no file): the input file, the record's index and
   byte offset (`pipelines.shard_check.locate_corrupt_record`).
@@ -32,6 +36,7 @@ import sys
 from typing import List, Optional, Sequence
 
 _NO_SPACE = "No space left on device"
+_TASK_MODEL_FILES = ("model.weights.safetensors", "albert_config.json", "spm.model", "task_config.json")
 _SHARD = re.compile(r"^[^.].*-\d{5,}-of-\d{5,}\.tfrecord(\.gz)?$")
 # A path inside a TensorFlow message: from the first "/" (or scheme) to a quote, space or ";".
 _PATH_IN_MESSAGE = re.compile(r"((?:[a-z]+://|/)[^\s;'\"]+)")
@@ -88,22 +93,35 @@ def last_complete_checkpoint(folder: str) -> Optional[str]:
     if state is None:
         return None
     for path in reversed(list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]):
+        # TensorFlow joins a relative name with `folder` already (itself relative or not).
+        candidates = [path]
         if not os.path.isabs(path) and "://" not in path:
-            path = os.path.join(folder, path)
-        if tf.io.gfile.exists(path + ".index"):
-            return path
+            candidates.append(os.path.join(folder, path))
+        for candidate in candidates:
+            if tf.io.gfile.exists(candidate + ".index"):
+                return candidate
     return None
 
 
+def complete_task_model(folder: str) -> bool:
+    """Whether `folder` holds a whole fine-tuned model: `save_task_model` writes
+    task_config.json last, after the weights, config and SentencePiece model."""
+    import tensorflow as tf
+
+    return all(tf.io.gfile.exists(os.path.join(folder, name)) for name in _TASK_MODEL_FILES)
+
+
 def complete_outputs(folder: str) -> List[str]:
-    """What is complete in `folder`, one phrase each: the last checkpoint, the
-    shards, the last export version (empty when nothing is)."""
+    """What is complete in `folder`, one phrase each: the last checkpoint, a
+    fine-tuned model, the shards, the last export version (empty when nothing is)."""
     import tensorflow as tf
 
     found = []
     checkpoint = last_complete_checkpoint(folder)
     if checkpoint:
         found.append(f"last complete checkpoint {checkpoint}")
+    if complete_task_model(folder):
+        found.append(f"the fine-tuned model in {folder} is complete")
     try:
         names = sorted(tf.io.gfile.listdir(folder))
     except tf.errors.OpError:

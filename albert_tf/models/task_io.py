@@ -77,23 +77,29 @@ def save_task_model(model, output_dir: str, spm_model_file: Optional[str] = None
         raise TypeError(f"save_task_model needs a task model, got {type(model).__name__}; "
                         "use albert_tf.save_pretrained for a pretrainer.")
     os.makedirs(output_dir, exist_ok=True)
-    arrays = {name: np.asarray(var.numpy()) for name, var in task_variable_map(model).items()}
-    weights_path = os.path.join(output_dir, WEIGHTS_FILENAME)
-    tmp = f"{weights_path}.tmp-{os.getpid()}"
-    save_file(arrays, tmp, metadata={"format": "albert-tf", "task_type": model.task_type,
-                                     "sharing": model.config.sharing})
-    os.replace(tmp, weights_path)
-    with atomic_write(os.path.join(output_dir, CONFIG_FILENAME)) as f:
-        f.write(model.config.to_json_string())
-    with atomic_write(os.path.join(output_dir, TASK_CONFIG_FILENAME)) as f:
-        json.dump(model.task_config, f, indent=2, sort_keys=True)
-        f.write("\n")
+    # task_config.json last: a folder that has it holds a whole model (a full
+    # disk that stops the save earlier leaves none; albert_tf/bin/faults.py).
     spm_path = os.path.join(output_dir, SPM_MODEL_FILENAME)
     if spm_model_file:
         atomic_copy(spm_model_file, spm_path)
     elif model.preprocessor is not None:
         with atomic_write(spm_path, "wb") as f:
             f.write(model.preprocessor.spm_model_proto)
+    arrays = {name: np.asarray(var.numpy()) for name, var in task_variable_map(model).items()}
+    weights_path = os.path.join(output_dir, WEIGHTS_FILENAME)
+    tmp = f"{weights_path}.tmp-{os.getpid()}"
+    try:
+        save_file(arrays, tmp, metadata={"format": "albert-tf", "task_type": model.task_type,
+                                         "sharing": model.config.sharing})
+        os.replace(tmp, weights_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    with atomic_write(os.path.join(output_dir, CONFIG_FILENAME)) as f:
+        f.write(model.config.to_json_string())
+    with atomic_write(os.path.join(output_dir, TASK_CONFIG_FILENAME)) as f:
+        json.dump(model.task_config, f, indent=2, sort_keys=True)
+        f.write("\n")
     return output_dir
 
 

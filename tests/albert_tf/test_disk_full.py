@@ -85,17 +85,30 @@ def test_op_error_line_skips_the_graph_execution_header():
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+def mount_disk(tmp_path):
+    """`mount_disk(size)`: a tmpfs of that size ("2m") under tmp_path, unmounted at the end."""
+    mounted = []
+
+    def mount_disk(size="2m"):
+        mount = tmp_path / f"disk{len(mounted)}"
+        mount.mkdir()
+        if os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root")
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(mount)
+        return mount
+
+    yield mount_disk
+    for mount in mounted:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def small_disk(mount_disk):
+    return mount_disk("2m")
 
 
 def _fill(disk, leave_bytes):
@@ -183,3 +196,85 @@ def test_create_shards_on_a_full_disk_then_resume(small_disk, tmp_path, corpus_a
     names = sorted(n for n in os.listdir(reference))
     assert sorted(os.listdir(out)) == names  # no temporary file left
     assert [n for n in names if not filecmp.cmp(os.path.join(reference, n), out / n, shallow=False)] == []
+
+
+# --------------------------------------------------------------------------- fine-tuning and export
+
+
+def _full_disk_line(done, program, folder):
+    assert done.returncode == 1, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"{program}: No space left on device while writing to {folder} ("), line
+    assert line.endswith("Free some space (or choose another folder) and run the same command again: it goes "
+                         "on from there."), line
+    return line
+
+
+def _leftovers(folder):
+    """Temporary names a cut write could leave (atomic_write's, safetensors', TensorFlow's, an export's)."""
+    return [os.path.join(root, name) for root, dirs, files in os.walk(folder) for name in dirs + files
+            if ".tmp" in name or name.endswith("_temp") or name.startswith(".reserved-")]
+
+
+def test_finetune_on_a_full_disk_names_the_resume_checkpoint_then_resumes(mount_disk, tmp_path):
+    from tests.albert_tf.test_preemption import _FINETUNE_SIGNALLED_AT, _finetune_flags
+
+    disk = mount_disk("2m")
+    out = disk / "ft"
+    flags = _finetune_flags(tmp_path, out)  # 12 steps, epochs of 6; the model is saved at epoch ends
+    # A preempted run leaves the resume checkpoint of step 2 (and no model yet).
+    first = subprocess.run([sys.executable, "-c", _FINETUNE_SIGNALLED_AT, "2"] + flags, capture_output=True,
+                           text=True, timeout=300)
+    assert first.returncode == 75, first.stderr[-3000:]
+    checkpoint_bytes = sum(os.path.getsize(p) for p in tf.io.gfile.glob(str(out / "resume" / "ckpt-2*")))
+    filler = _fill(disk, checkpoint_bytes // 2)  # neither the model (its spm.model) nor ckpt-6 fits
+    full = _run("albert-finetune", *flags)
+    line = _full_disk_line(full, "albert-finetune", out)
+    assert f": last complete checkpoint {out / 'resume' / 'ckpt-2'}. Free" in line, line
+    assert not (out / "task_config.json").exists() and not _leftovers(str(out))
+
+    os.remove(filler)
+    again = _run("albert-finetune", *flags)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"Resuming from {out / 'resume' / 'ckpt-2'}: 2 batch(es) done" in again.stderr
+    assert faults.complete_task_model(str(out))
+
+    # Evaluation and prediction files on a full disk: none written, nothing partial left.
+    filler = _fill(disk, 0)
+    evaluate = [f for f in flags if f not in ("--do_train", "--nodo_eval", "--nodo_predict")]
+    evaluate += ["--nodo_train", "--do_eval", "--do_predict"]
+    full = _run("albert-finetune", *evaluate)
+    line = _full_disk_line(full, "albert-finetune", out)
+    assert (f": the fine-tuned model in {out} is complete; last complete checkpoint "
+            f"{out / 'resume' / 'ckpt-12'}. Free") in line, line
+    assert not (out / "eval_results.txt").exists() and not _leftovers(str(out))
+    os.remove(filler)
+    again = _run("albert-finetune", *evaluate)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "accuracy = " in (out / "eval_results.txt").read_text()
+    assert (out / "test_results.tsv").exists() and (out / "submit_results.tsv").exists()
+
+
+def test_export_on_a_full_disk_keeps_the_complete_versions_only(mount_disk, tmp_path):
+    from tests.albert_tf.test_preemption import _finetune_flags
+
+    model = tmp_path / "model"
+    trained = _run("albert-finetune", *_finetune_flags(tmp_path, model))
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    disk = mount_disk("6m")  # one SavedModel of the tiny classifier takes 2.4 MB
+    exports = disk / "exports"
+    args = [f"--checkpoint={model}", "--head=classifier", f"--export_dir={exports}"]
+    first = _run("albert-export", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    filler = _fill(disk, 1_000_000)
+    full = _run("albert-export", *args)
+    line = _full_disk_line(full, "albert-export", exports)
+    assert f": last complete export {exports / '1'}. Free" in line, line
+    assert sorted(os.listdir(exports)) == ["1"] and not _leftovers(str(exports))  # no .tmp-2, no .reserved-2
+
+    os.remove(filler)
+    again = _run("albert-export", *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(os.listdir(exports)) == ["1", "2"]
+    loaded = tf.saved_model.load(str(exports / "2"))
+    assert "serving_default" in loaded.signatures

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -141,6 +142,36 @@ def _pretrain_command(workdir, output_dir, steps):
             "--log_steps=1", "--mixed_precision=float32"]
 
 
+def _refused_while_running(first_cmd, marker, second_cmd, program):
+    """Starts `first_cmd`, waits for `marker` in its log, runs `second_cmd` (refused: exit 1, one
+    line), then stops the first with SIGTERM from outside (exit 75, as preempted).
+
+    Returns:
+        (the first's pid, the second's line, the second's stderr, the first's log lines).
+    """
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    first = subprocess.Popen(first_cmd, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    log = []
+    reader = threading.Thread(target=lambda: log.extend(first.stderr), daemon=True)
+    reader.start()
+    try:
+        deadline = time.time() + 240
+        while not any(marker in line for line in log):
+            assert first.poll() is None and time.time() < deadline, "".join(log)[-3000:]
+            time.sleep(0.2)
+        second = subprocess.run(second_cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+        assert second.returncode == 1, second.stderr[-3000:]
+        lines = [line for line in second.stderr.splitlines() if line.startswith(f"{program}:")]
+        assert len(lines) == 1, second.stderr[-3000:]
+        first.send_signal(signal.SIGTERM)  # as a scheduler does, at whatever step it has reached
+        assert first.wait(timeout=120) == 75
+    finally:
+        if first.poll() is None:
+            first.kill()
+    reader.join(timeout=10)
+    return first.pid, lines[0], second.stderr, log
+
+
 def test_installed_albert_pretrain_refuses_a_second_run_and_stops_on_sigterm_from_outside(tmp_path):
     sys.path.insert(0, HERE)
     import training_testlib as tl
@@ -148,31 +179,11 @@ def test_installed_albert_pretrain_refuses_a_second_run_and_stops_on_sigterm_fro
     tl.write_tfrecords(str(tmp_path / "data" / "train-0.tfrecord"), 32, seed=3)
     tl.tiny_config().to_json_file(str(tmp_path / "albert_config.json"))
     out = tmp_path / "run"
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    first = subprocess.Popen(_pretrain_command(tmp_path, out, 10 ** 6), cwd=REPO, env=env,
-                             stderr=subprocess.PIPE, text=True)
-    log = []
-    reader = threading.Thread(target=lambda: log.extend(first.stderr), daemon=True)
-    reader.start()
-    try:
-        deadline = time.time() + 240
-        while not any("step 2/1000000" in line for line in log):
-            assert first.poll() is None and time.time() < deadline, "".join(log)[-3000:]
-            time.sleep(0.2)
-        second = subprocess.run(_pretrain_command(tmp_path, out, 5), cwd=REPO, env=env, capture_output=True,
-                                text=True, timeout=240)
-        assert second.returncode == 1, second.stderr[-3000:]
-        lines = [line for line in second.stderr.splitlines() if line.startswith("albert-pretrain:")]
-        assert len(lines) == 1, second.stderr[-3000:]
-        assert (f"{out} is in use by albert-pretrain pid {first.pid} on {socket.gethostname()} since "
-                in lines[0]), lines
-        assert not any("step 1/5" in line for line in second.stderr.splitlines())
-        first.send_signal(signal.SIGTERM)  # as a scheduler does, at whatever step it has reached
-        assert first.wait(timeout=120) == 75
-    finally:
-        if first.poll() is None:
-            first.kill()
-    reader.join(timeout=10)
+    pid, line, second, log = _refused_while_running(
+        _pretrain_command(tmp_path, out, 10 ** 6), "step 2/1000000", _pretrain_command(tmp_path, out, 5),
+        "albert-pretrain")
+    assert f"{out} is in use by albert-pretrain pid {pid} on {socket.gethostname()} since " in line, line
+    assert not any("step 1/5" in line for line in second.splitlines())
     stopped = [line for line in log if line.startswith("albert-pretrain: stopped by SIGTERM after step ")]
     assert len(stopped) == 1, "".join(log)[-3000:]
     step = int(stopped[0].split("after step ")[1].split(":")[0])
@@ -238,3 +249,46 @@ def test_concurrent_exports_reserve_distinct_versions(tmp_path):
     versions.release_version(folder, 4)
     versions.release_version(folder, 3)  # not ours: kept
     assert sorted(os.listdir(folder)) == [".reserved-3", "2"]
+
+
+# ------------------------------------------------ albert-finetune and albert-export, as installed
+def _installed(name):
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+def test_installed_albert_finetune_refuses_a_second_run_on_its_output_dir(tmp_path):
+    from tests.albert_tf.test_preemption import _finetune_flags
+
+    out = tmp_path / "ft"
+    flags = [f for f in _finetune_flags(tmp_path, out) if not f.startswith("--num_train_epochs")]
+    command = [_installed("albert-finetune"), *flags]
+    pid, line, second, _ = _refused_while_running(
+        command + ["--num_train_epochs=1000"], " step 2/", command + ["--num_train_epochs=4"], "albert-finetune")
+    assert line.startswith(f"albert-finetune: --output_dir: {out} is in use by albert-finetune pid {pid} on "
+                           f"{socket.gethostname()} since "), line
+    assert f"(lock {out / '.albert-lock'})" in line
+    assert "Training glue/sst-2" not in second  # refused before any work
+    assert not (out / ".albert-lock").exists()  # the first released it on the way out
+
+
+def test_two_installed_albert_exports_at_once_get_distinct_versions(tmp_path):
+    from tests.albert_tf.test_preemption import _finetune_flags
+
+    model = tmp_path / "model"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    trained = subprocess.run([_installed("albert-finetune"), *_finetune_flags(tmp_path, model)], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    exports = tmp_path / "exports"
+    # Both choose a number while the other is still writing (a save takes seconds): without the
+    # reservation both take 1 and the second rename fails.
+    procs = [subprocess.Popen([_installed("albert-export"), f"--checkpoint={model}", "--head=classifier",
+                               f"--export_dir={exports}"], cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    errs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs[0][-3000:] + "\n----\n" + errs[1][-3000:]
+    written = sorted(re.search(r"Exported the classifier of \S+ to (\S+) ", e).group(1) for e in errs)
+    assert written == [str(exports / "1"), str(exports / "2")], written
+    assert sorted(os.listdir(exports)) == ["1", "2"]  # no reservation or temporary folder left
+    for version in ("1", "2"):
+        assert "serving_default" in tf.saved_model.load(str(exports / version)).signatures

@@ -27,7 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import training_testlib as tl  # noqa: E402
-from test_preemption import _assert_same_variables, _variables  # noqa: E402  every variable but save_counter
+from tests.albert_tf.test_preemption import _assert_same_variables, _variables  # noqa: E402
 
 BIN = os.path.join(os.path.dirname(sys.executable), "albert-pretrain")
 STEPS = 30
