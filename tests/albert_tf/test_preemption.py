@@ -37,7 +37,7 @@ original = reporting.MetricsLogger.log
 def log(self, step):
     original(self, step)
     if step == k and task == int(os.environ.get("SIGNAL_TASK", "0")):
-        os.kill(os.getpid(), sig)
+        signal.raise_signal(sig)
 
 reporting.MetricsLogger.log = log
 from albert_tf.bin import pretrain
@@ -177,7 +177,7 @@ original = cb.ProgressLogger.on_train_batch_end
 def signal_at_step(self, batch, logs=None):
     original(self, batch, logs)
     if int(self.model.optimizer.iterations.numpy()) == step:
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)
 
 cb.ProgressLogger.on_train_batch_end = signal_at_step
 from albert_tf.bin import finetune
@@ -254,7 +254,7 @@ def test_a_signal_on_the_last_batch_of_an_epoch_stops_after_the_epoch_end():
         callback.set_model(_FakeModel())
         callback.set_params({"steps": 3})
         callback.on_train_batch_end(0)  # no signal yet: trains on
-        os.kill(os.getpid(), signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)
         assert watcher.reason == "SIGINT"
         callback.on_train_batch_end(2)  # ends the epoch: dev evaluation and the epoch's save come first
         with pytest.raises(preemption.Preempted, match="after step 6: checkpoint resume/ckpt-6 written"):
@@ -272,11 +272,11 @@ def test_watcher_restores_the_handlers_and_a_second_signal_stops_at_once():
     try:
         with preemption.PreemptionWatcher() as watcher:
             assert not watcher.should_stop() and watcher.reason is None
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             assert watcher.should_stop() and caught == []  # the first only sets the flag
-            os.kill(os.getpid(), signal.SIGTERM)  # the second goes to the previous handler
+            signal.raise_signal(signal.SIGTERM)  # the second goes to the previous handler
             assert caught == [signal.SIGTERM]
-        os.kill(os.getpid(), signal.SIGTERM)
+        signal.raise_signal(signal.SIGTERM)
         assert caught == [signal.SIGTERM] * 2  # the previous handler is back
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -42,7 +42,7 @@ original = healing.Healer.rollback
 def rollback(self, event):
     restored = original(self, event)
     if int(self.state.recovery.rollbacks.numpy()) == k:
-        os.kill(os.getpid(), sig)
+        signal.raise_signal(sig)
     return restored
 
 healing.Healer.rollback = rollback
