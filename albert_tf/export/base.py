@@ -32,7 +32,7 @@ class IdsOnlyPacking:
     >>> packing.spm_model_proto
     Traceback (most recent call last):
     ...
-    ValueError: A AlbertEncoder has no tokenizer, and this export needs one (text inputs or text outputs): pass spm_model_file (the SentencePiece model it was trained with).
+    ValueError: A AlbertEncoder has no tokenizer, and this export needs one (...): pass spm_model_file (...).
     """
 
     mask_id = 4  # the SentencePiece contract: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4
