@@ -17,10 +17,10 @@ later passes.
 - a rerun with another batch size or max_seq_length is refused in one line
   naming the setting and both values, and changes nothing.
 
-To kill the run mid-way at a point the test controls, its stderr is a pipe
-of one page that the test stops reading once step 6 is logged: the binary
-then blocks in a log call a few steps later (about 20 lines fit in the
-page), long before step 40, and SIGKILL comes while it waits.
+The killed run's stderr is a pipe of one page: the test sends SIGKILL as
+soon as it reads that step 6 is logged (after ckpt-4), and stops reading, so
+however slowly the test gets there the binary blocks in a log call within
+about 20 lines (a few steps) and cannot reach step 40 first.
 """
 
 import fcntl
