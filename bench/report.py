@@ -156,7 +156,8 @@ def matmul_section(rows: Sequence[Measurement]) -> List[str]:
     rates = stats.matmul_rates(rows)
     if not rates and not rows:
         return []
-    shapes = sorted({s for row in rates.values() for s in row}, key=lambda s: -math.prod(map(int, s.split("x"))))
+    by_size = lambda shape: (-math.prod(map(int, shape.split("x"))), shape)  # noqa: E731
+    shapes = sorted({s for row in rates.values() for s in row}, key=by_size)
     lines = ["## Matmul limit (GFLOP/s, median call; median over repetitions)", "",
              "| framework (kernel) | precision | " + " | ".join(shapes) + " |", "|---|---|" + "---|" * len(shapes)]
     for (name, precision), row in rates.items():
@@ -238,7 +239,8 @@ def text_section(rows: Sequence[Measurement], reps: int) -> List[str]:
              "SavedModel) or openvino-tokenizers inside our export; keras-hub, its tokenizer and preprocessor; "
              "Hugging Face, AlbertTokenizer; OpenVINO running Hugging Face's model, openvino-tokenizers' "
              "conversion of that tokenizer (its own text path) or AlbertTokenizer. \"padded tokens/sentence\": "
-             "the work after sorting or buckets (packed tokens: the batch's padded length).", ""]
+             "the length each row is run at after sorting or buckets (packed tokens: the dense layers run on the "
+             "real tokens only, attention at the batch's padded length).", ""]
     header = ["system", "runtime", "setting", "batches", "sentences/s (median)", "per repetition",
               "padded tokens/sentence", "real tokens/sentence", "one-request latency ms (median / p90)", "peak RSS MB"]
     for name, part in _by_table(rows).items():
@@ -264,8 +266,8 @@ def packing_lines(rows: Sequence[Measurement]) -> List[str]:
         return []
     r = stats.paired(packed[0], padded[0])
     return ["### Packing: our packed OpenVINO export against the same model padded (the same random batches)",
-            "", f"- {P.OURS_OPENVINO} / {P.OURS_OPENVINO_PADDED}: {r.text()} over {r.n} repetitions "
-            f"({r.verdict}).", ""]
+            "", f"- {P.OURS_OPENVINO} / {P.OURS_OPENVINO_PADDED}: {r.text()}; repetitions: {r.n}; reading: "
+            f"{r.verdict}.", ""]
 
 
 def finetune_section(rows: Sequence[Measurement], reps: int) -> List[str]:
@@ -335,10 +337,18 @@ def check_lines(rows: Sequence[Measurement]) -> List[str]:
                 f"{m.system} {m.precision}: {_check_text(m, key)}" for m in checked) + ".", ""]
     tokens = [m for m in rows if m.module == "onnx_runtimes" and any("same_tokens" in r for r in m.runs)]
     if tokens:
-        same = lambda m: "same" if all(r.get("same_tokens") for r in m.runs) else "DIFFERENT"  # noqa: E731
         lines += ["openvino-tokenizers' ids against Hugging Face's AlbertTokenizer on the first timed batch: "
-                  + "; ".join(f"{m.system} ({table_short(m)}): {same(m)}" for m in tokens) + ".", ""]
+                  + "; ".join(f"{m.system} ({table_short(m)}): {_agreement(m)}" for m in tokens) + ".", ""]
     return lines
+
+
+def _agreement(m: Measurement) -> str:
+    if all(r.get("same_tokens") for r in m.runs):
+        return "the same ids"
+    share, extra = m.median("rows_differing"), m.median("extra_tokens")
+    if share is None:
+        return "OTHER ids"
+    return f"other ids in {100 * share:.0f}% of the rows, {extra:+.2f} tokens per row"
 
 
 def table_short(m: Measurement) -> str:

@@ -14,7 +14,7 @@ and .md (rendered from the JSON alone, `bench.report`), where <cpu-kind> comes f
 (`common.cpu_kind`: amx, avx512-bf16, ...). The smoke plan and --only runs go to the cache folder unless
 --output is given, so they never replace a kind's current run.
 
-    python -m bench.run                      # the default plan, 5 repetitions (~65-75 min on 2 cores)
+    python -m bench.run                      # the default plan, 5 repetitions (about 70 minutes on 2 cores)
     python -m bench.run --plan smoke --reps 1
     python -m bench.run --render_only bench/results/amx.json
 """

@@ -23,9 +23,10 @@ text benchmarks' 8000-piece vocabulary, random weights; mixed bfloat16
   pre-packed batches) or to its longest row (padding="longest"); Keras AdamW, `fit`;
 * Hugging Face: `AlbertForSequenceClassification`, its AlbertTokenizer from
   the same SentencePiece model (padding="longest") in every step, torch AdamW;
-  with `compile=True` the model through `torch.compile` (as the Trainer's
-  `torch_compile=True`: the model, not the optimizer; shapes made dynamic by
-  torch on the second length it sees, so the warm-up should hold two lengths).
+  with `compile=True` the model through `torch.compile(dynamic=True)` (as the
+  Trainer's `torch_compile=True`: the model, not the optimizer; dynamic from the
+  start, so batches of other lengths reuse one compiled graph, where automatic
+  dynamic shapes would compile a second time on the second length).
 
 Threads: each function sets and reports its framework's (`threads.uses`).
 
@@ -213,11 +214,13 @@ def hf(precision: str, spm_path: str, pool_file: str, batch: int, warmup: int, s
         intermediate_size=dims["intermediate_size"], hidden_act="gelu_new", hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.1,
         max_position_embeddings=dims["max_position_embeddings"], type_vocab_size=dims["type_vocab_size"],
-        num_hidden_groups=1, inner_group_num=1, num_labels=NUM_CLASSES)
+        num_hidden_groups=1, inner_group_num=1, num_labels=NUM_CLASSES,
+        # What the model sets on its first call: set before, so that torch.compile's guard on it holds.
+        problem_type="single_label_classification")
     model = transformers.AlbertForSequenceClassification(config)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.01)
-    forward = torch.compile(model) if compile else model
+    forward = torch.compile(model, dynamic=True) if compile else model
     label_tensor = torch.from_numpy(labels).long()
 
     def step(index):

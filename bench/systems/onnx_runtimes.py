@@ -298,13 +298,19 @@ def _openvino_encoder(tokenize, sentences, sort_rows: int):
     return encode
 
 
-def same_tokens(tokenize, tokenizer, texts) -> bool:
-    """Whether openvino-tokenizers gives the HF tokenizer's ids and mask on `texts` (padded to the longest)."""
+def token_agreement(tokenize, tokenizer, texts) -> Dict[str, object]:
+    """How openvino-tokenizers' ids compare with the HF tokenizer's on `texts`: "same_tokens" (every row's ids
+    equal), "rows_differing" (their share) and "extra_tokens" (openvino-tokenizers' tokens per row minus HF's).
+
+    For example, on ["a (b)"] a conversion that splits "▁(" as "▁", "(" gives rows_differing 1.0 and
+    extra_tokens 1.0 (tests/bench/test_text_comparisons.py).
+    """
     got = _onnx_feeds(tokenize(list(texts)))
-    want = _onnx_feeds(tokenizer(list(texts), padding="longest", truncation=True,
-                                 max_length=common.TEXT_MAX_SEQ_LENGTH, return_tensors="np"))
-    return all(got[k].shape == want[k].shape and bool(np.all(got[k] == want[k]))
-               for k in ("input_ids", "attention_mask"))
+    want = tokenizer(list(texts), truncation=True, max_length=common.TEXT_MAX_SEQ_LENGTH)["input_ids"]
+    rows = [list(ids[:int(n)]) for ids, n in zip(got["input_ids"], got["attention_mask"].sum(axis=1))]
+    differing = sum(a != list(b) for a, b in zip(rows, want))
+    return {"same_tokens": differing == 0, "rows_differing": differing / len(rows),
+            "extra_tokens": float(np.mean([len(a) - len(b) for a, b in zip(rows, want)]))}
 
 
 @threads.uses("torch")
@@ -315,8 +321,8 @@ def text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str,
     (`make_runner`), over the pool's batches, tokenizing inside the timed call.
 
     tokenizer: "hf" (AlbertTokenizer in Python) or "openvino" (openvino-tokenizers,
-    OpenVINO only; the result says whether its ids equal HF's on the first timed batch:
-    "same_tokens"); sort_rows: 0 pads each batch to its longest row, N sorts its rows by
+    OpenVINO only; the result says how its ids compare with HF's on the first timed batch,
+    `token_agreement`); sort_rows: 0 pads each batch to its longest row, N sorts its rows by
     length and runs N at a time. config: default ALBERT-`shape` with the tokenizer's
     vocabulary; cache_dir: where the ONNX export is kept.
     """
@@ -328,7 +334,7 @@ def text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str,
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
     if tokenizer == "openvino":
         tokenize = openvino_tokenizer(hf_tokenizer)
-        info["same_tokens"] = same_tokens(tokenize, hf_tokenizer, [sentences[i] for i in timed[0]])
+        info.update(token_agreement(tokenize, hf_tokenizer, [sentences[i] for i in timed[0]]))
         encode = _openvino_encoder(tokenize, sentences, sort_rows)
     else:
         encode = _hf_encoder(hf_tokenizer, sentences, sort_rows)

@@ -195,6 +195,22 @@ def _pool_tensors(pool_file: str, feed: str, warmup: int, steps: int):
     return [as_tensor(b) for b in warm], [as_tensor(b) for b in timed]
 
 
+def _masks(model, timed) -> List[np.ndarray]:
+    """The padding masks of the work the classifier does on each timed batch: per length bucket of
+    `model.inference_rows_per_bucket` rows (sorted by length, each cut to its longest), or the batch padded
+    to its longest row."""
+    out = []
+    for batch in timed:
+        mask = model.preprocessor(batch)["input_mask"].numpy()
+        rows = model.inference_rows_per_bucket
+        if not rows:
+            out.append(mask)
+            continue
+        lengths = mask.sum(axis=1)
+        out += [mask[c, :int(lengths[c].max())] for c in common.length_sorted_chunks(lengths, rows)]
+    return out
+
+
 @threads.uses("tensorflow")
 def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
          rows_per_bucket: int = 8, shape: str = "base") -> Dict[str, float]:
@@ -210,7 +226,7 @@ def text(precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, 
     warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
     forward = tf.function(lambda t: model(t, training=False))
     times = common.timed_pass(lambda b: forward(b).numpy(), warm, timed)
-    return common.text_pass_result(times, [model.preprocessor(b)["input_mask"].numpy() for b in timed])
+    return common.text_pass_result(times, _masks(model, timed))
 
 
 @threads.uses("tensorflow")
@@ -223,13 +239,14 @@ def saved_model_text(precision: str, spm_path: str, pool_file: str, feed: str, w
 
     model = _text_classifier(precision, spm_path, shape)
     warm, timed = _pool_tensors(pool_file, feed, warmup, steps)
+    masks = _masks(model, timed)
     with tempfile.TemporaryDirectory() as export_dir:
         path = albert_tf.export_saved_model(model, export_dir, freeze_weights=freeze_weights)
         del model
         loaded = tf.saved_model.load(path)
         serve = loaded.signatures["serving_default"]
         times = common.timed_pass(lambda b: serve(text=b)["probabilities"].numpy(), warm, timed)
-        result = common.pass_rate(sum(int(b.shape[0]) for b in timed), times)
+        result = common.text_pass_result(times, masks)
         singles = [tf.reshape(s, [1]) for s in tf.unstack(timed[0])]
         for s in singles[:3]:
             serve(text=s)["probabilities"].numpy()

@@ -1,7 +1,8 @@
 """Threads: every framework of a measurement set to the same count, and what each reports kept with the result.
 
-`bench.run` starts every worker with `BENCH_THREADS=N` (`--threads`, default the CPU count) and
-`OMP_NUM_THREADS=N`; each system's function is wrapped in `uses(...)`, which sets, before the work:
+`bench.run` starts every worker with `BENCH_THREADS=N` (`--threads`, default the CPU count),
+`OMP_NUM_THREADS=N` and `RAYON_NUM_THREADS=N` (`environment`); each system's function is wrapped in
+`uses(...)`, which sets, before the work:
 
 - TensorFlow: intra-op N, inter-op N (TensorFlow's own default on an N-core machine, made explicit);
 - torch: `set_num_threads(N)`, `set_num_interop_threads(N)` (torch's default, made explicit);
@@ -37,8 +38,9 @@ def count() -> int:
 
 
 def environment(n: int) -> Dict[str, str]:
-    """The environment a worker starts with: the count, and OpenMP's (torch reads it at start-up)."""
-    return {ENV: str(n), "OMP_NUM_THREADS": str(n)}
+    """The environment a worker starts with: the count, OpenMP's (torch reads it at start-up) and Rayon's
+    (Hugging Face's Rust tokenizer encodes a batch on a Rayon pool)."""
+    return {ENV: str(n), "OMP_NUM_THREADS": str(n), "RAYON_NUM_THREADS": str(n)}
 
 
 def settings(n: int) -> Dict[str, int]:

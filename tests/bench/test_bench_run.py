@@ -108,7 +108,7 @@ def test_default_plan_is_bfloat16_and_compares_the_same_work():
     assert {m.kwargs["feed"] for m in text} == {common.RANDOM}
     sorted_table = [m for m in text if P.table(m) == P.SORTED]
     assert {m.kwargs.get("sort_rows") for m in sorted_table if not P.is_ours(m)} == {P.SORT_ROWS}
-    assert {m.kwargs.get("tokenizer") for m in sorted_table if m.module == "onnx_runtimes"} == {"openvino"}
+    assert {m.kwargs.get("tokenizer") for m in sorted_table if m.module == "onnx_runtimes"} == {"openvino", "hf"}
     assert all(m.kwargs.get("padding") == "longest" for m in rows if "padding" in m.kwargs)
     # Packing: our export packed (sorted table) and the same model padded.
     assert {(m.system, P.table(m)) for m in text if m.module == "ours_openvino"} == {
@@ -308,8 +308,13 @@ def test_text_tables_pair_ours_with_peers_given_the_same_sorting_and_show_packin
     assert "| **1.55x** (1.50-1.60x) | 3 | ours ahead |" in sorted_part  # task model / HF: 30/20, 32/20, 31/20
     assert "| **1.50x** (1.40-1.65x) | 3 | ours ahead |" in sorted_part  # OV export / OpenVINO: 60/40, 66/40, 63/45
     assert P.OURS_OPENVINO_PADDED not in sorted_part
-    assert f"{P.OURS_OPENVINO} / {P.OURS_OPENVINO_PADDED}: **2.10x** (2.00-2.20x) over 3 repetitions (ahead)" in rest
-    assert "openvino-tokenizers' ids against Hugging Face's AlbertTokenizer on the first timed batch" in rest
+    assert f"{P.OURS_OPENVINO} / {P.OURS_OPENVINO_PADDED}: **2.10x** (2.00-2.20x); repetitions: 3; reading: " \
+        "ahead" in rest
+    assert ("openvino-tokenizers' ids against Hugging Face's AlbertTokenizer on the first timed batch: "
+            f"{P.OPENVINO_OV_TOKENIZER} (random batches): the same ids.") in rest
+    for r in rows[-1].runs:
+        r.update(same_tokens=False, rows_differing=0.25, extra_tokens=0.5)
+    assert "other ids in 25% of the rows, +0.50 tokens per row." in "\n".join(report.text_section(rows, 3))
 
 
 def test_old_runs_render_with_repetitions_in_order(tmp_path):

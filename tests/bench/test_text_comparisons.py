@@ -144,3 +144,23 @@ def test_keras_hub_sorted_rows_give_the_padded_batchs_outputs(tmp_path):
     got = kerashub._sorted_forward(backbone, pre, len(SENTENCES), 3)(texts).numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)
     assert not np.allclose(got[::-1], want, atol=1e-3)  # the rows come back in the input order, not another
+
+
+def test_token_agreement_counts_the_rows_and_tokens_that_differ():
+    from bench.systems import onnx_runtimes
+
+    want = {"a (b)": [2, 10, 11, 12, 3], "c": [2, 13, 3]}
+
+    def tokenizer(texts, **kwargs):  # Hugging Face's: unpadded ids per row
+        return {"input_ids": [want[t] for t in texts]}
+
+    def tokenize(texts, split=True):  # openvino-tokenizers' conversion: padded, "(" split off as "▁", "("
+        rows = [want[t][:2] + [9] + want[t][2:] if split and "(" in t else want[t] for t in texts]
+        width = max(map(len, rows))
+        return {"input_ids": np.array([r + [0] * (width - len(r)) for r in rows]),
+                "attention_mask": np.array([[1] * len(r) + [0] * (width - len(r)) for r in rows])}
+
+    assert onnx_runtimes.token_agreement(tokenize, tokenizer, ["a (b)", "c"]) == {
+        "same_tokens": False, "rows_differing": 0.5, "extra_tokens": 0.5}
+    same = onnx_runtimes.token_agreement(lambda t: tokenize(t, split=False), tokenizer, ["a (b)", "c"])
+    assert same == {"same_tokens": True, "rows_differing": 0.0, "extra_tokens": 0.0}

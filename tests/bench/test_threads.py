@@ -21,7 +21,7 @@ def test_count_comes_from_the_environment_and_a_bad_value_is_refused(monkeypatch
 
 
 def test_environment_and_settings_name_every_framework():
-    assert threads.environment(4) == {"BENCH_THREADS": "4", "OMP_NUM_THREADS": "4"}
+    assert threads.environment(4) == {"BENCH_THREADS": "4", "OMP_NUM_THREADS": "4", "RAYON_NUM_THREADS": "4"}
     assert set(threads.settings(4).values()) == {4}
     assert threads.mismatches(dict(threads.settings(4), openvino=2), 4) == {"openvino": 2}
     with pytest.raises(ValueError, match="Unknown framework 'jax'"):
