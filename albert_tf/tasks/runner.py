@@ -307,6 +307,18 @@ def _check_static_batches(task: FinetuneTask, options: FinetuneOptions, replicas
                          f"batch of --train_batch_size={options.train_batch_size}.")
 
 
+def _check_jit_strategy(options: FinetuneOptions, strategy) -> None:
+    """--jit_compile runs on one device or under TPUStrategy (`training.step.whole_step_xla_supported`)."""
+    from albert_tf.training.step import whole_step_xla_supported
+
+    if options.jit_compile and not whole_step_xla_supported(strategy):
+        raise ValueError(
+            f"--jit_compile with --strategy={options.strategy} ({strategy.num_replicas_in_sync} replicas): Keras "
+            "cannot XLA-compile a train step under MirroredStrategy (on CPU devices the program reads other "
+            "devices' variables; on GPUs the optimizer's step counter needs merge_call, keras-team/keras#17187); "
+            "use one device or --strategy=tpu.")
+
+
 def write_eval_results(path: str, results: Dict[str, Any]) -> None:
     """``key = value`` lines, sorted (the original's eval_results.txt)."""
     from pipelines.fileio import atomic_write
@@ -444,6 +456,7 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
         strategy = runtime.get_strategy(options.strategy, tpu=options.tpu, num_gpus=options.num_gpus)
         logging.info("Task %s, %s, strategy %s (%d replica(s)).", task.name, precision, options.strategy,
                      strategy.num_replicas_in_sync)
+        _check_jit_strategy(options, strategy)
         model = None
         if not options.do_train:  # evaluate/predict the model this output_dir holds
             if not os.path.exists(os.path.join(options.output_dir, "task_config.json")):

@@ -114,6 +114,28 @@ def _split(batch: Dict[str, tf.Tensor], parts: int):
     return out
 
 
+def whole_step_xla_supported(strategy: tf.distribute.Strategy) -> bool:
+    """Whether a whole training step, all-reduce and optimizer update included,
+    can be one XLA program under `strategy`: on one replica, and under
+    TPUStrategy (which compiles the replicated step itself).
+
+    Not under MirroredStrategy / MultiWorkerMirroredStrategy with several
+    replicas: on CPU devices TensorFlow's XLA has no collectives ("Collectives
+    are not yet implemented for CPU devices when compiling with XLA"); on
+    GPUs, where TensorFlow does compile the all-reduce into the program, the
+    Keras optimizers' step counter (aggregation ONLY_FIRST_REPLICA) is updated
+    through merge_call, which fails inside it (keras-team/keras#17187;
+    tests/albert_tf/test_xla_whole_step.py reproduces both on 2 CPU devices).
+
+    Example:
+
+    >>> whole_step_xla_supported(tf.distribute.get_strategy())
+    True
+    """
+    return (strategy.num_replicas_in_sync == 1
+            or isinstance(strategy, tf.distribute.TPUStrategy))
+
+
 def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
                      gradient_accumulation_steps: int, jit_compile: bool,
                      jit_whole_step: bool = False):
@@ -131,7 +153,17 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
             accumulation, loss scaling, the non-finite guard, the all-reduce
             and the optimizer update too, as under TPUStrategy. An op XLA
             cannot compile fails the first call with its name.
+
+    Raises:
+        TrainingError: jit_whole_step with several replicas of a strategy
+            other than TPUStrategy (`whole_step_xla_supported`).
     """
+    if jit_whole_step and not whole_step_xla_supported(strategy):
+        raise TrainingError(
+            f"--jit_whole_step with {strategy.num_replicas_in_sync} replicas works only under "
+            "TPUStrategy: XLA has no all-reduce on CPU devices, and on GPUs the Keras optimizer's step "
+            "counter cannot be updated inside the compiled step (keras-team/keras#17187); use "
+            "--jit_compile, which compiles each replica's forward and backward pass.")
     accum = gradient_accumulation_steps
     model, opt, loss_scale = state.model, state.optimizer, state.loss_scale
     variables = model.trainable_variables
