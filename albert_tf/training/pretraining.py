@@ -204,7 +204,9 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
     latest = restore_or_warm_start(state, output_dir, init_checkpoint, config)
     check_run_settings(
         output_dir, run_settings(optimization, replicas, data.max_seq_length,
-                                 data.max_predictions_per_seq),
+                                 data.max_predictions_per_seq, runtime.seed,
+                                 data.masking, data.masked_lm_prob,
+                                 data.input_file),
         latest, chief)
     return state, latest, ckpt_dir
 

@@ -10,6 +10,7 @@ checkpoint under settings that change what its step count means.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from typing import Any, Dict, Optional
@@ -212,13 +213,55 @@ _FIXED_SETTINGS = {
     "gradient_accumulation_steps": "--gradient_accumulation_steps={old}",
     "max_seq_length": "--max_seq_length={old}",
     "max_predictions_per_seq": "--max_predictions_per_seq={old}",
+    # The shuffles and dynamic masks are drawn from the seed, and the step's
+    # data position indexes the input files' records.
+    "seed": "--seed={old}",
+    "masking": "--masking={old}",
+    "masked_lm_prob": "--masked_lm_prob={old}",
+    "input_files": "--input_file matching the same files ({old})",
 }
+
+
+def input_files_fingerprint(input_file: Optional[str]) -> Optional[str]:
+    """What --input_file matches, in a few words: the count and a digest of the sorted file names.
+
+    Names without their folder, so that moving the shards elsewhere still resumes.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> for name in ("b.tfrecord", "a.tfrecord"):
+    ...     open(os.path.join(folder, name), "w").close()
+    >>> input_files_fingerprint(os.path.join(folder, "*.tfrecord"))
+    '2 files, names sha256 7c45b1431db3'
+    >>> input_files_fingerprint(None) is None
+    True
+    """
+    if not input_file:
+        return None
+    from pipelines.tokenizer import expand_input_patterns  # lazy: the data package is optional here
+
+    names = sorted(os.path.basename(path) for path in expand_input_patterns(input_file))
+    digest = hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:12]
+    return f"{len(names)} files, names sha256 {digest}"
 
 
 def run_settings(optimization: OptimizationConfig, num_replicas: int,
                  max_seq_length: Optional[int],
-                 max_predictions_per_seq: Optional[int]) -> Dict[str, Any]:
-    """The settings recorded beside a run's checkpoints."""
+                 max_predictions_per_seq: Optional[int],
+                 seed: Optional[int] = None, masking: Optional[str] = None,
+                 masked_lm_prob: Optional[float] = None,
+                 input_file: Optional[str] = None) -> Dict[str, Any]:
+    """The settings recorded beside a run's checkpoints.
+
+    Args:
+        optimization: batch size, accumulation and schedule.
+        num_replicas: replicas in sync.
+        max_seq_length, max_predictions_per_seq: the data's shape, when known.
+        seed: the run's seed (shuffles, dynamic masks, dropout).
+        masking: "static" or "dynamic"; masked_lm_prob counts only when dynamic.
+        input_file: --input_file (globs), recorded as `input_files_fingerprint`.
+        None leaves a setting unchecked (a library caller's own dataset).
+    """
     return {
         "train_batch_size": optimization.train_batch_size,
         "num_replicas": num_replicas,
@@ -226,6 +269,10 @@ def run_settings(optimization: OptimizationConfig, num_replicas: int,
         "max_seq_length": max_seq_length,
         "max_predictions_per_seq": max_predictions_per_seq,
         "num_train_steps": optimization.num_train_steps,
+        "seed": seed,
+        "masking": masking,
+        "masked_lm_prob": masked_lm_prob if masking == "dynamic" else None,
+        "input_files": input_files_fingerprint(input_file),
     }
 
 

@@ -216,7 +216,9 @@ def test_resume_with_other_settings_is_refused(data, tmp_path, caplog):
                             gradient_accumulation_steps=1,
                             max_seq_length=tl.SEQ,
                             max_predictions_per_seq=tl.PREDS,
-                            num_train_steps=2)
+                            num_train_steps=2, seed=recorded["seed"], masking="static",
+                            masked_lm_prob=None,  # counts only under dynamic masking
+                            input_files=None)  # the library's own dataset_fn: no --input_file to record
     changes = [dict(train_batch_size=16), dict(gradient_accumulation_steps=2),
                dict(max_predictions_per_seq=2)]
     for change in changes:

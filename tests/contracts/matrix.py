@@ -60,7 +60,8 @@ COLUMNS = (
         Source(PRETRAIN, "test_albert_pretrain_rerun_of_a_finished_run_changes_nothing", PRETRAINING_ROWS))),
     Column("rerun refusals", (
         Source(RESUME, "test_rerun_with_another_setting_is_refused_naming_it"),
-        Source(PRETRAIN, "test_albert_pretrain_rerun_with_another_setting_is_refused_naming_it", PRETRAINING_ROWS))),
+        Source(PRETRAIN, "test_albert_pretrain_rerun_with_another_setting_is_refused_naming_it", PRETRAINING_ROWS),
+        Source(PRETRAIN, "test_albert_pretrain_rerun_on_other_input_files_is_refused", PRETRAINING_ROWS))),
     Column("albert-export", (Source(EXPORTS, "test_binary"),)),
     Column("SavedModel = library", (Source(EXPORTS, "test_library"),)),
     Column("OpenVINO = SavedModel", (

@@ -14,8 +14,9 @@ later passes.
   exact equality holds with the data position saved only at checkpoints.
 - a rerun of a finished run trains nothing and changes no file (the model
   folder is written again, with the same bytes);
-- a rerun with another batch size or max_seq_length is refused in one line
-  naming the setting and both values, and changes nothing.
+- a rerun with another batch size, max_seq_length, seed, masking or input
+  files is refused in one line naming the setting and both values, and
+  changes nothing.
 
 The killed run's stderr is a pipe of one page: the test sends SIGKILL as
 soon as it reads that step 6 is logged (after ckpt-4), and stops reading, so
@@ -137,7 +138,9 @@ def test_albert_pretrain_rerun_of_a_finished_run_changes_nothing(pretraining):
 
 # One changed setting per case: a step would no longer mean the same examples.
 CHANGES = {"batch_size": ("--train_batch_size=8", "train_batch_size", 16, 8),
-           "max_seq_length": ("--max_seq_length=24", "max_seq_length", 32, 24)}
+           "max_seq_length": ("--max_seq_length=24", "max_seq_length", 32, 24),
+           "seed": ("--seed=4", "seed", 3, 4),  # other shuffles and dynamic masks
+           "masking": ("--masking=static", "masking", "dynamic", "static")}
 
 
 @pytest.mark.parametrize("change", sorted(CHANGES))
@@ -153,4 +156,18 @@ def test_albert_pretrain_rerun_with_another_setting_is_refused_naming_it(pretrai
     assert last.startswith(f"albert-pretrain: Cannot resume {checkpoint} with {name}={new}: it was trained with "
                            f"{name}={old} "), last
     assert f"Resume with --{name}={old}, or start a new --output_dir" in last, last
+    assert file_digests(whole) == before
+
+
+def test_albert_pretrain_rerun_on_other_input_files_is_refused(pretraining, tmp_path):
+    whole = pretraining["whole"]
+    before = file_digests(whole)
+    one_shard = sorted(os.listdir(pretraining["shards"]))[0]
+    argv = [arg if not arg.startswith("--input_file=") else f"--input_file={os.path.join(pretraining['shards'], one_shard)}"
+            for arg in _pretrain_argv(pretraining, whole)]
+    rerun = subprocess.run(argv, env=ENV, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode != 0
+    last = rerun.stderr.strip().splitlines()[-1]
+    assert "with input_files=1 files, names sha256 " in last and "it was trained with input_files=2 files" in last, last
+    assert "Resume with --input_file matching the same files (2 files, names sha256 " in last, last
     assert file_digests(whole) == before
