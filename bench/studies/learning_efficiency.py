@@ -4,6 +4,8 @@ Study (2026-12-01). Question: Does ours learn as much per step as keras-hub on t
 (held-out MLM accuracy 0.1561 against keras-hub's 0.1542 at full length, inside the seed spread); at the small
 size LAMB 0.01 with 40% dynamic masking learns best per step, the recipe of flags/recipes/small_pretrain.cfg
 (bench/results/learning_efficiency.md). Command: `python -m bench.studies.learning_efficiency --quick`.
+One file over 500 lines on purpose: the variants, both systems' training, the one held-out scorer and the
+table are one experiment, read together (a study, kept as it ran, not a library module).
 
 Both systems train the issue's tiny ALBERT (E=64, H=128, 4 layers all shared,
 2 heads, FFN 512, no dropout) on the SAME TFRecord shards, read in the same
