@@ -145,7 +145,7 @@ def define_cpu_devices_flag() -> None:
     _define(flags.DEFINE_integer, "num_cpu_devices", None,
             "With --strategy=mirrored on a machine without a GPU: split the "
             "CPU into this many logical devices, one replica each (checks a "
-            "multi-replica run on a CPU, e.g. bench/device_check.sh).")
+            "multi-replica run on a CPU, e.g. bench/studies/device_check.sh).")
 
 
 def define_runtime_flags() -> None:

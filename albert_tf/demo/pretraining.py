@@ -149,7 +149,7 @@ def pretraining_stage(settings: DemoSettings, console: Console, vocab_size: int,
         runtime=training.RuntimeConfig(
             mixed_precision=precision,
             # XLA loses on CPUs (with bfloat16 it halves throughput where the
-            # CPU has avx512_bf16: bench/RESULTS.md); it pays off on GPUs.
+            # CPU has avx512_bf16: bench/results/avx512-bf16.md); it pays off on GPUs.
             jit_compile=runtime.default_jit_compile(),
             save_checkpoints_steps=250,
             log_steps=LOG_STEPS,
