@@ -175,7 +175,7 @@ class InternalNoticeFilter(std_logging.Filter):
         >>> notices = InternalNoticeFilter(["/site/tensorflow"])
         >>> def record(path, level=std_logging.INFO):
         ...     return std_logging.LogRecord("absl", level, path, 1, "a notice", None, None)
-        >>> [notices.filter(record(p)) for p in ("/site/tensorflow/python/saver.py", "/work/albert_tf/x.py",
+        >>> [notices.filter(record(p)) for p in ("/site/tensorflow/python/saver.py", "/src/albert_tf/x.py",
         ...                                      "/site/tensorflow_text/y.py")]
         [False, True, True]
         >>> notices.filter(record("/site/tensorflow/python/saver.py", std_logging.WARNING))

@@ -103,14 +103,8 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
             "the data was made with and a model config of its size.")
 
 
-def main(argv) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    if not FLAGS.output_dir:
-        raise app.UsageError("--output_dir is required.")
-    if not (FLAGS.do_train or FLAGS.do_eval):
-        raise app.UsageError("Nothing to do: --do_train and --do_eval are off.")
-    config, config_source = _model_config()
+def _check_files(config, config_source: str) -> str:
+    """The shards against their manifests and the vocabulary against the config; returns the eval pattern."""
     from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
 
     if FLAGS.do_train:
@@ -128,27 +122,11 @@ def main(argv) -> None:
                 f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
         check_vocabulary(FLAGS.spm_model_file, config.vocab_size,
                          config_source)
+    return eval_pattern
 
-    import pipelines
-    from albert_tf import runtime, training
-    from pipelines.locking import FolderLock
 
-    optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
-    recovery = training.RecoveryConfig.from_flags(FLAGS)
-    try:
-        recovery.validate()
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
-    try:
-        strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
-                                        num_gpus=FLAGS.num_gpus,
-                                        num_cpu_devices=FLAGS.num_cpu_devices)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
-    logging.info("Strategy %s with %d replica(s); precision %s",
-                 FLAGS.strategy, strategy.num_replicas_in_sync,
-                 run_config.resolved_precision())
-
+def _check_data_settings(data, training) -> None:
+    """Masking and tf.data service settings: usage errors in one line, the choices logged."""
     if data.masking == "dynamic":
         logging.info(
             "Dynamic masking: masked_lm_prob %s, %d masked positions per row",
@@ -169,6 +147,11 @@ def main(argv) -> None:
             "is not exact: %s.", data.data_service_address,
             training.data_service.PROCESSING_MODE,
             training.data_service.RESUME_NOTE)
+
+
+def _dataset_fns(config, optimization, run_config, data, eval_pattern: str):
+    """(train_dataset_fn, eval_dataset_fn) over the shards, as run_pretraining takes them."""
+    import pipelines
 
     def train_dataset_fn(ctx):
         # With the service, the service splits the files among its workers
@@ -199,6 +182,39 @@ def main(argv) -> None:
             input_context=ctx, vocab_size=config.vocab_size,
             type_vocab_size=config.type_vocab_size, static_shapes=static_eval)
 
+    return train_dataset_fn, eval_dataset_fn
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    if not FLAGS.output_dir:
+        raise app.UsageError("--output_dir is required.")
+    if not (FLAGS.do_train or FLAGS.do_eval):
+        raise app.UsageError("Nothing to do: --do_train and --do_eval are off.")
+    config, config_source = _model_config()
+    eval_pattern = _check_files(config, config_source)
+
+    from albert_tf import runtime, training
+    from pipelines.locking import FolderLock
+
+    optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
+    recovery = training.RecoveryConfig.from_flags(FLAGS)
+    try:
+        recovery.validate()
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
+    try:
+        strategy = runtime.get_strategy(FLAGS.strategy, tpu=FLAGS.tpu,
+                                        num_gpus=FLAGS.num_gpus,
+                                        num_cpu_devices=FLAGS.num_cpu_devices)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
+    logging.info("Strategy %s with %d replica(s); precision %s",
+                 FLAGS.strategy, strategy.num_replicas_in_sync,
+                 run_config.resolved_precision())
+    _check_data_settings(data, training)
+    train_dataset_fn, eval_dataset_fn = _dataset_fns(config, optimization, run_config, data, eval_pattern)
     if FLAGS.do_eval and data.eval_batch_size % strategy.num_replicas_in_sync:
         raise app.UsageError(
             f"--eval_batch_size={data.eval_batch_size} is not a multiple of "
