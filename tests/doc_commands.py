@@ -60,6 +60,9 @@ REGISTRY = {
     "--spm_model_file=vocab/30k.model --output_dir=runs/base --gradient_accumulation_steps=64":
         "tests/albert_tf/test_pretrain_binary.py::test_end_to_end_then_resume_with_more_steps",
     # docs/scaling.md
+    "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model "
+    "--output_dir=runs/mytask_static --do_train --do_eval --static_shapes --jit_compile":
+        "tests/albert_tf/test_static_shapes.py::test_albert_finetune_static_shapes_end_to_end",
     "albert-data-service --role=dispatcher --port=5050": _SERVICE,
     "albert-data-service --role=worker --port=5051 --dispatcher_address=grpc://DISPATCHER:5050 "
     "--worker_address=THIS_HOST:5051": _SERVICE,
