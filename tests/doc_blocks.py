@@ -257,7 +257,11 @@ def broken_references(text: str, page: str, root: str = REPO) -> List[str]:
             problems.append(f"{page}: link to a missing heading: {target}")
     for quoted in re.findall(r"`([^`\s]+)`", prose):
         if quoted.split("/")[0] in _REPO_DIRS and "/" in quoted and not re.search(r"[*{<\[]", quoted):
-            if not os.path.exists(os.path.join(root, quoted.rstrip("/"))):
+            if "::" in quoted:  # a test by node id: its file must define it
+                problem = test_function_exists(quoted, root)
+                if problem:
+                    problems.append(f"{page}: names a test that does not exist: {problem}")
+            elif not os.path.exists(os.path.join(root, quoted.rstrip("/"))):
                 problems.append(f"{page}: names a path that does not exist: {quoted}")
     return problems
 

@@ -196,11 +196,13 @@ def test_an_unknown_flag_fails():
 
 def test_a_broken_link_or_path_fails():
     page = ("[ok](docs/scaling.md#scaling-out) [gone](docs/nothing.md) [bad anchor](docs/scaling.md#nowhere)\n"
-            "`bench/no_such_study.py` `bench/results/<cpu-kind>.md` `runs/base`\n")
+            "`bench/no_such_study.py` `bench/results/<cpu-kind>.md` `runs/base`\n"
+            "`tests/test_docs.py::test_a_broken_link_or_path_fails` `tests/test_docs.py::test_no_such_test`\n")
     assert doc_blocks.broken_references(page, "README.md") == [
         "README.md: link to a missing file: docs/nothing.md",
         "README.md: link to a missing heading: docs/scaling.md#nowhere",
-        "README.md: names a path that does not exist: bench/no_such_study.py"]
+        "README.md: names a path that does not exist: bench/no_such_study.py",
+        "README.md: names a test that does not exist: tests/test_docs.py::test_no_such_test: no such test function"]
 
 
 def test_an_unknown_marker_or_an_open_block_fails():
