@@ -81,9 +81,11 @@ def test_every_name_is_used_by_the_pipelines():
         return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
     used = set()
-    for name in os.listdir(PIPELINES_DIR):
-        if name.endswith(".py") and name != "random_ops.py":
-            with open(os.path.join(PIPELINES_DIR, name)) as f:
+    for folder, _, names in os.walk(PIPELINES_DIR):  # subpackages too
+        for name in names:
+            if not name.endswith(".py") or name == "random_ops.py" and folder == PIPELINES_DIR:
+                continue
+            with open(os.path.join(folder, name)) as f:
                 other = ast.parse(f.read())
             used |= {n.attr for n in ast.walk(other)
                      if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
