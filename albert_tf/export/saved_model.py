@@ -121,7 +121,11 @@ def export_saved_model(
                                    null_score_diff_threshold=null_score_diff_threshold)
     serving.text_signatures = bool(text_signatures)
     serving.freeze_weights = _should_freeze(model, freeze_weights)
-    version = _choose_version(export_dir, version)
+    return _write_version(serving, model, preprocessor, export_dir, _choose_version(export_dir, version))
+
+
+def _write_version(serving, model, preprocessor, export_dir: str, version: int) -> str:
+    """Writes export_dir/version whole or not at all: a temporary folder, renamed when complete."""
     final_dir = os.path.join(export_dir, str(version))
     # TF Serving only loads numeric folder names: the temporary one is ignored.
     tmp_dir = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
