@@ -4,6 +4,26 @@ Reading order: `_check_arguments` -> `_prepare_state` (`TrainState.create`,
 `restore_or_warm_start`, `check_run_settings`) -> `distributed_train_iterator`
 -> `build_train_step` -> `_train_loop` (with `MetricsLogger` and `StopPolicy`)
 -> `_write_outputs` -> `final_evaluation`.
+
+Resuming, preemption and a diverging loss:
+Restarting with the same arguments resumes from the latest checkpoint in
+output_dir (weights, optimizer slots, step, loss scale, dropout RNG state,
+data position) and logs "Resumed from step N". The data position is
+restored by skipping what the completed steps consumed (one per-replica
+batch per replica, per step): exact for a deterministic dataset_fn, but
+the skipped batches are read again, which takes time for long runs (with
+`data.data_service_address` nothing is skipped and the data position is
+not restored: `data_service.RESUME_NOTE`, logged at the start). The
+settings that fix what a step means (global batch, replicas,
+accumulation, sequence and prediction lengths) are recorded in
+training_settings.json; resuming with others is a TrainingError. A larger
+num_train_steps is allowed (the schedule change is logged).
+SIGTERM / SIGINT during training end the run after the current step with
+a checkpoint of that step and `Preempted` (see `handle_preemption`).
+A non-finite loss ends the run with a TrainingError naming the last good
+checkpoint, or, with `recovery.on_nonfinite="rollback"`, rolls it back
+(`albert_tf.training.healing`). No checkpoint with non-finite weights or
+optimizer slots is written.
 """
 
 from __future__ import annotations
@@ -255,6 +275,22 @@ def _train_iterator(strategy, train_dataset_fn, data_position: int, data: Pretra
         data.data_service_address, service_job)
 
 
+
+def _logger_and_stop_policy(state, strategy, optimization, runtime, output_dir, chief, start_step,
+                            log_callback, healer):
+    """The run's `MetricsLogger` (TensorBoard summaries on the chief only) and its `StopPolicy`."""
+    writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
+              if chief else tf.summary.create_noop_writer())
+    logger = MetricsLogger(state.schedule, optimization.num_train_steps,
+                           optimization.train_batch_size, writer, start_step,
+                           runtime.max_train_seconds, log_callback,
+                           check=healer.guard.check if healer else None)
+    stop = StopPolicy(strategy, optimization.num_train_steps,
+                      runtime.log_steps, runtime.save_checkpoints_steps,
+                      runtime.max_train_seconds)
+    return logger, stop
+
+
 def run_pretraining(
     config: AlbertConfig,
     train_dataset_fn: DatasetFn,
@@ -273,24 +309,7 @@ def run_pretraining(
 ) -> Dict[str, Any]:
     """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
 
-    Restarting with the same arguments resumes from the latest checkpoint in
-    output_dir (weights, optimizer slots, step, loss scale, dropout RNG state,
-    data position) and logs "Resumed from step N". The data position is
-    restored by skipping what the completed steps consumed (one per-replica
-    batch per replica, per step): exact for a deterministic dataset_fn, but
-    the skipped batches are read again, which takes time for long runs (with
-    `data.data_service_address` nothing is skipped and the data position is
-    not restored: `data_service.RESUME_NOTE`, logged at the start). The
-    settings that fix what a step means (global batch, replicas,
-    accumulation, sequence and prediction lengths) are recorded in
-    training_settings.json; resuming with others is a TrainingError. A larger
-    num_train_steps is allowed (the schedule change is logged).
-    SIGTERM / SIGINT during training end the run after the current step with
-    a checkpoint of that step and `Preempted` (see `handle_preemption`).
-    A non-finite loss ends the run with a TrainingError naming the last good
-    checkpoint, or, with `recovery.on_nonfinite="rollback"`, rolls it back
-    (`albert_tf.training.healing`). No checkpoint with non-finite weights or
-    optimizer slots is written.
+    Resuming, preemption and a diverging loss: see this module's docstring.
 
     Args:
         config: the model config; output_dir must not hold another one.
@@ -372,16 +391,8 @@ def run_pretraining(
                                optimization.train_batch_size // replicas, output_dir)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile,
                                   jit_whole_step=runtime.jit_whole_step)
-    writer = (tf.summary.create_file_writer(os.path.join(output_dir, "train"))
-              if chief else tf.summary.create_noop_writer())
-    logger = MetricsLogger(state.schedule, optimization.num_train_steps,
-                           optimization.train_batch_size, writer, start_step,
-                           runtime.max_train_seconds, log_callback,
-                           check=healer.guard.check if healer else None)
-    stop = StopPolicy(strategy, optimization.num_train_steps,
-                      runtime.log_steps, runtime.save_checkpoints_steps,
-                      runtime.max_train_seconds)
-
+    logger, stop = _logger_and_stop_policy(state, strategy, optimization, runtime, output_dir, chief,
+                                           start_step, log_callback, healer)
     logging.info(
         "Training steps %d..%d: global batch %d = %d per replica micro-batch "
         "x %d replicas x %d accumulation steps; %s, %s", start_step,
