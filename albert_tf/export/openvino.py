@@ -122,7 +122,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     from albert_tf.export import openvino_graph
     from albert_tf.export.heads import _resolve_head
     from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
-    from albert_tf.layers.fused import tracing_for_constant_weights
+    from albert_tf.layers.fused import tracing_for_constant_weights, tracing_layer_norms_for_openvino
     from albert_tf.export.versions import _choose_version, release_version
 
     head = _resolve_head(model, head)
@@ -141,8 +141,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
         # OpenVINO turns the weights into constants: trace the dense layers in the form it fuses (MatMul +
-        # bias add), not the one TensorFlow runs faster with variables.
-        with tracing_for_constant_weights(), _packed_tokens(model, pack_tokens):
+        # bias add), not the one TensorFlow runs faster with variables, and LayerNormalization as its MVN op.
+        with tracing_for_constant_weights(), tracing_layer_norms_for_openvino(), _packed_tokens(model, pack_tokens):
             saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
                                        freeze_weights=False, label_names=label_names, max_seq_length=max_seq_length,
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,

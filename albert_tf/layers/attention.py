@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
-from albert_tf.layers.fused import dense_2d, flatten_tokens, unflatten_tokens
+from albert_tf.layers.fused import apply_layer_norm, dense_2d, flatten_tokens, unflatten_tokens
 from albert_tf.layers.token_packing import TokenPacking, pack_tokens, unpack_tokens
 
 # The original adds this to the scores of masked keys (modeling.py).
@@ -127,7 +127,7 @@ class AlbertAttention(keras.layers.Layer):
             context = pack_tokens(context, packing)
         out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)
         out = self.output_dropout(out, training=training)
-        out = self.layer_norm(tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
+        out = apply_layer_norm(self.layer_norm, tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
         return unflatten_tokens(out, x)
 
     def get_config(self):

@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from albert_tf.layers.fused import apply_layer_norm
+
 LAYER_NORM_EPSILON = 1e-12
 
 
@@ -114,7 +116,7 @@ class AlbertEmbeddings(keras.layers.Layer):
         x = tf.gather(self.word_embeddings, input_ids)
         x += tf.gather(self.token_type_embeddings, segment_ids)
         x += positions[tf.newaxis]
-        x = self.layer_norm(x)
+        x = apply_layer_norm(self.layer_norm, x)
         return self.dropout(x, training=training)
 
     def get_config(self):

@@ -33,6 +33,17 @@ _tracing = threading.local()
 
 
 @contextlib.contextmanager
+def _tracing_flag(name: str):
+    """Sets this thread's tracing flag `name` for the context, then restores it."""
+    previous = getattr(_tracing, name, False)
+    setattr(_tracing, name, True)
+    try:
+        yield
+    finally:
+        setattr(_tracing, name, previous)
+
+
+@contextlib.contextmanager
 def tracing_for_constant_weights():
     """Within this context, `dense_2d` fuses every bias add into its matmul.
 
@@ -41,12 +52,48 @@ def tracing_for_constant_weights():
     on its AMX kernel with the weights reordered once, the fastest form of
     every dense layer (`python -m bench.studies.matmul_primitives`).
     """
-    previous = getattr(_tracing, "constant_weights", False)
-    _tracing.constant_weights = True
-    try:
+    with _tracing_flag("constant_weights"):
         yield
-    finally:
-        _tracing.constant_weights = previous
+
+
+@contextlib.contextmanager
+def tracing_layer_norms_for_openvino():
+    """Within this context, `apply_layer_norm` computes in the form OpenVINO fuses into one MVN op.
+
+    Keras computes LayerNormalization as `x * inv + (beta - mean * inv)`,
+    which OpenVINO runs as about ten elementwise ops per layer;
+    `(x - mean) / sqrt(variance + eps) * gamma + beta`, reduced over a 1-D
+    list of axes, is the pattern of OpenVINO's MVN fusion
+    (`python -m bench.studies.openvino_layers`).
+    """
+    with _tracing_flag("mvn_layer_norm"):
+        yield
+
+
+def apply_layer_norm(layer: keras.layers.LayerNormalization, x: tf.Tensor) -> tf.Tensor:
+    """`layer(x)` for a built last-axis LayerNormalization; in MVN form within `tracing_layer_norms_for_openvino()`.
+
+    Example:
+    >>> layer = keras.layers.LayerNormalization(epsilon=1e-12)
+    >>> x = tf.random.normal([3, 8])
+    >>> want = layer(x)
+    >>> with tracing_layer_norms_for_openvino():
+    ...     got = apply_layer_norm(layer, x)
+    >>> bool(tf.reduce_all(tf.abs(got - want) < 1e-5))
+    True
+    """
+    if not getattr(_tracing, "mvn_layer_norm", False) or layer.rms_scaling or list(layer.axis) != [-1]:
+        return layer(x)
+    h = tf.cast(x, tf.float32)
+    mean = tf.reduce_mean(h, [-1], keepdims=True)  # a list: OpenVINO's MVN takes 1-D axes only
+    centered = h - mean
+    variance = tf.reduce_mean(tf.pow(centered, 2.0), [-1], keepdims=True)
+    out = centered / tf.sqrt(variance + layer.epsilon)
+    if layer.scale:
+        out = out * tf.cast(layer.gamma.value, tf.float32)
+    if layer.center:
+        out = out + tf.cast(layer.beta.value, tf.float32)
+    return tf.cast(out, layer.compute_dtype)
 
 
 def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) -> tf.Tensor:

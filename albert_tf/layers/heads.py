@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
-from albert_tf.layers.fused import dense_2d, flatten_tokens
+from albert_tf.layers.fused import apply_layer_norm, dense_2d, flatten_tokens
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -53,7 +53,7 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, x, embedding_table):
         # [B, P, H] as one 2-D matrix: MatMul + BiasAdd + GELU fuse (albert_tf.layers.fused).
-        h = self.layer_norm(dense_2d(self.transform, flatten_tokens(x)))
+        h = apply_layer_norm(self.layer_norm, dense_2d(self.transform, flatten_tokens(x)))
         table = tf.cast(embedding_table, self.compute_dtype)
         logits = tf.matmul(tf.cast(h, self.compute_dtype), table, transpose_b=True)
         logits = tf.cast(logits, tf.float32) + tf.cast(self.output_bias, tf.float32)

@@ -4,8 +4,8 @@ The model is `AlbertEncoder` with random weights (seed 0, the config of
 `ours.infer`: albert_base_v2; the raw-text row: its vocabulary is the text
 benchmarks' SentencePiece model), written by
 `albert_tf.export.openvino.export_openvino` once per configuration and
-weights (the folder's name is a hash of both, of the SentencePiece model and
-of the versions) and compiled as the Hugging Face ONNX row is
+weights (the folder's name is a hash of both, of the SentencePiece model, of
+the versions and of albert_tf's layers, models and export code) and compiled as the Hugging Face ONNX row is
 (`onnx_runtimes._openvino_runner`: INFERENCE_PRECISION_HINT bf16 or f32,
 PERFORMANCE_HINT LATENCY by default).
 
@@ -100,7 +100,7 @@ def padded_spm(spm_path: str, vocab_size: int, cache_dir: Optional[str] = None) 
 
 
 def _export_key(encoder, spm_path: str, text: bool, pack_tokens: bool) -> str:
-    """A hash of the weights, the config, the SentencePiece model, the export's flags and the versions."""
+    """A hash of the weights, the config, the SentencePiece model, the export's flags, the versions and the code."""
     from importlib import metadata
 
     key = hashlib.sha256()
@@ -110,7 +110,22 @@ def _export_key(encoder, spm_path: str, text: bool, pack_tokens: bool) -> str:
         key.update(f.read())
     versions = [metadata.version(n) for n in ("tensorflow", "keras", "openvino")]
     key.update(f"{encoder.get_config()} text={text} pack_tokens={pack_tokens} {versions}".encode())
+    key.update(_code_digest().encode())
     return key.hexdigest()[:16]
+
+
+def _code_digest() -> str:
+    """A hash of the code an export traces (albert_tf's layers, models and export), so a change re-exports."""
+    import albert_tf
+
+    root = os.path.dirname(os.path.abspath(albert_tf.__file__))
+    digest = hashlib.sha256()
+    for folder in ("layers", "models", "export"):
+        for dirpath, _, names in sorted(os.walk(os.path.join(root, folder))):
+            for name in sorted(n for n in names if n.endswith(".py")):
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    digest.update(name.encode() + f.read())
+    return digest.hexdigest()
 
 
 def export(encoder, spm_path: str, text: bool, cache_dir: Optional[str] = None, pack_tokens: bool = True) -> str:

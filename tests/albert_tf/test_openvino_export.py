@@ -512,3 +512,12 @@ def test_text_difference_is_still_reproduced(setup, name):
     for text_got, text_want in zip(got[:-1], want[:-1]):
         assert text_got != text_want, (name, text_got, text_want)
     assert got[-1] == want[-1], (name, got[-1], want[-1])
+
+
+def test_every_layer_norm_is_one_mvn_op(setup, text_export, classifier_export):
+    # The export traces LayerNormalization in the form OpenVINO's MVN fusion matches: once for the embeddings,
+    # then twice per layer (attention, feed-forward), in the encoder and in the classifier alike.
+    want = 1 + 2 * setup["config"].num_hidden_layers
+    for path in (text_export[0], classifier_export[0]):
+        kinds = [op.get_type_name() for op in ov.Core().read_model(os.path.join(path, "model.xml")).get_ops()]
+        assert kinds.count("MVN") == want and "SquaredDifference" not in kinds, sorted(set(kinds))
