@@ -514,10 +514,11 @@ def test_text_difference_is_still_reproduced(setup, name):
     assert got[-1] == want[-1], (name, got[-1], want[-1])
 
 
-def test_every_layer_norm_is_one_mvn_op(setup, text_export, classifier_export):
+def test_every_layer_norm_is_one_mvn_op(setup, text_export, classifier_export, variants):
     # The export traces LayerNormalization in the form OpenVINO's MVN fusion matches: once for the embeddings,
-    # then twice per layer (attention, feed-forward), in the encoder and in the classifier alike.
+    # then twice per layer (attention, feed-forward), in every head OpenVINO exports (the encoder; classifiers
+    # single, pair (ids model), regression (through albert-export) and mean pooling).
     want = 1 + 2 * setup["config"].num_hidden_layers
-    for path in (text_export[0], classifier_export[0]):
+    for path in (text_export[0], classifier_export[0], *(variants[row][0] for row in sorted(variants))):
         kinds = [op.get_type_name() for op in ov.Core().read_model(os.path.join(path, "model.xml")).get_ops()]
         assert kinds.count("MVN") == want and "SquaredDifference" not in kinds, sorted(set(kinds))
