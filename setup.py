@@ -22,7 +22,7 @@ setuptools.setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest"],
+        "test": ["pytest", "pytest-xdist"],  # .ci/run: both cores, one file per worker (--dist loadfile)
         # The Beam pipeline of albert-create-pretraining-data (--runner). 2.77
         # resolves with tensorflow 2.21 but caps protobuf below 7, and then
         # sentencepiece 0.2.3's model proto (protobuf 7 gencode) no longer

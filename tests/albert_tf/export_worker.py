@@ -83,13 +83,16 @@ def _status_kb(key):
 
 
 def measured_call(fn, inputs):
-    """(outputs, seconds, peak RSS growth in MB): Linux's peak (VmHWM) is reset first."""
+    """(outputs, CPU seconds, peak RSS growth in MB): Linux's peak (VmHWM) is reset first.
+
+    CPU seconds of this process (every thread), not wall time: on shared cores another process's load does not
+    change them."""
     with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
         f.write("5")  # peak RSS := current RSS
     before = _status_kb("VmRSS")
-    start = time.perf_counter()
+    start = time.process_time()
     outputs = fn(**inputs)
-    seconds = time.perf_counter() - start
+    seconds = time.process_time() - start
     return outputs, seconds, (_status_kb("VmHWM") - before) / 1024
 
 

@@ -11,13 +11,29 @@ from tests.pipelines.conftest import write_corpus
 SPM_VOCAB_SIZE = 120
 
 
+_TRAINED_SPM = {}  # file suffix -> bytes of the tiny model, trained once per process
+
+
 def train_tiny_spm(folder: str) -> str:
-    """A 120-piece SentencePiece model with the ALBERT special ids (about 1 s)."""
+    """A 120-piece SentencePiece model with the ALBERT special ids, as `folder`/sp.model (+ sp.vocab, corpus.txt).
+
+    Trained once per process (about 1 s) and copied into each later `folder`: the corpus and the seed are fixed,
+    so every caller gets the same model in a folder of its own.
+    """
     from pipelines import tokenizer
 
     corpus = write_corpus(os.path.join(folder, "corpus.txt"), num_docs=60)
-    return tokenizer.train_sentencepiece([corpus], os.path.join(folder, "sp"),
-                                         vocab_size=SPM_VOCAB_SIZE, seed=1)
+    prefix = os.path.join(folder, "sp")
+    if not _TRAINED_SPM:
+        path = tokenizer.train_sentencepiece([corpus], prefix, vocab_size=SPM_VOCAB_SIZE, seed=1)
+        for suffix in (".model", ".vocab"):
+            with open(prefix + suffix, "rb") as f:
+                _TRAINED_SPM[suffix] = f.read()
+        return path
+    for suffix, content in _TRAINED_SPM.items():
+        with open(prefix + suffix, "wb") as f:
+            f.write(content)
+    return prefix + ".model"
 
 
 def tiny_config(dropout: float = 0.0, **overrides) -> albert_tf.AlbertConfig:

@@ -11,7 +11,7 @@ import contextlib
 import gc
 import math
 import os
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -130,10 +130,25 @@ def test_addresses_are_checked():
             data=training.PretrainingDataConfig(data_service_address="localhost"))
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
+def _start_dispatcher():
+    """albert-data-service --role=dispatcher --port=0: (process, the port it chose, the stderr lines read so far).
+
+    The server picks its port (0: a free one), so two tests running at once can never race for one probed port.
+    """
+    server = subprocess.Popen([sys.executable, "-m", "albert_tf.bin.data_service", "--role=dispatcher",
+                               "--port=0"], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        line = server.stderr.readline()
+        if not line:
+            break
+        lines.append(line)
+        found = re.search(r"Dispatcher serving at grpc://localhost:(\d+)", line)
+        if found:
+            return server, int(found.group(1)), lines
+    server.kill()
+    raise AssertionError("the dispatcher never said where it serves:\n" + "".join(lines)[-3000:])
 
 
 def _env():
@@ -142,9 +157,8 @@ def _env():
 
 def test_albert_data_service_and_albert_pretrain(shards, tmp_path):
     """The two binaries end to end: dispatcher and worker processes, a trainer reading from them."""
-    port = _free_port()
-    servers = [subprocess.Popen([sys.executable, "-m", "albert_tf.bin.data_service", "--role=dispatcher",
-                                 f"--port={port}"], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)]
+    dispatcher, port, dispatcher_lines = _start_dispatcher()
+    servers = [dispatcher]
     try:
         servers.append(subprocess.Popen(
             [sys.executable, "-m", "albert_tf.bin.data_service", "--role=worker", "--port=0",
@@ -166,6 +180,7 @@ def test_albert_data_service_and_albert_pretrain(shards, tmp_path):
         for server in servers:
             server.terminate()
         logs = [server.communicate(timeout=30)[1] for server in servers]
+    logs[0] = "".join(dispatcher_lines) + logs[0]
     assert f"Dispatcher serving at grpc://localhost:{port}" in logs[0], logs[0][-2000:]
     assert "Worker at localhost:" in logs[1], logs[1][-2000:]
     # Each server says who can reach it (the worker names its port and the dispatcher's).
@@ -248,26 +263,13 @@ def test_dynamic_masks_differ_between_workers_and_repeat_on_one(tmp_path):
 
 def test_dispatcher_says_who_can_reach_it():
     """The startup line of albert-data-service --role=dispatcher: plaintext, unauthenticated, all interfaces."""
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "albert_tf.bin.data_service", "--role=dispatcher",
-                               f"--port={port}"], cwd=REPO, env=_env(), stderr=subprocess.PIPE, text=True)
-    lines = []
+    server, port, lines = _start_dispatcher()
+    server.terminate()
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            line = server.stderr.readline()
-            if not line:
-                break
-            lines.append(line)
-            if "Dispatcher serving at" in line:
-                break
-    finally:
-        server.terminate()
-        try:
-            rest = server.communicate(timeout=30)[1]
-        except subprocess.TimeoutExpired:
-            server.kill()
-            rest = server.communicate()[1]
+        rest = server.communicate(timeout=30)[1]
+    except subprocess.TimeoutExpired:
+        server.kill()
+        rest = server.communicate()[1]
     log = "".join(lines) + rest
     warning = [line for line in log.splitlines() if "tf.data service dispatcher:" in line]
     assert len(warning) == 1, log[-3000:]

@@ -271,57 +271,6 @@ def test_interrupted_run_resumes_after_the_last_epoch(tmp_path, assets, monkeypa
         _run(_argv("glue/sst-2", other, out, assets, "--num_train_epochs=3"))
 
 
-_KILL_AT_STEP = """
-import os, signal, sys
-from absl import flags
-from albert_tf.bin import finetune
-from albert_tf.tasks import callbacks as cb
-step = int(sys.argv[1])
-original = cb.ProgressLogger.on_train_batch_end
-
-def kill_at_step(self, batch, logs=None):
-    original(self, batch, logs)
-    if int(self.model.optimizer.iterations.numpy()) == step:
-        os.kill(os.getpid(), signal.SIGKILL)  # as kill -9: no handler, no cleanup
-
-cb.ProgressLogger.on_train_batch_end = kill_at_step
-finetune._define_flags()
-flags.FLAGS(["albert-finetune"] + sys.argv[2:])
-finetune.main(["albert-finetune"])
-"""
-
-
-def _resume_state(output_dir):
-    import tensorflow as tf
-
-    reader = tf.train.load_checkpoint(os.path.join(output_dir, cb.RESUME_DIR))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
-
-
-def test_kill_9_mid_epoch_then_resume_gives_the_weights_of_an_uninterrupted_run(tmp_path, assets):
-    # 12 examples, batch 4: 3 batches a pass; 4 epochs = 12 steps in 2 Keras epochs of 6;
-    # resume state every 2 steps. Killed at step 5: the state of step 4 (pass 1, batch 1,
-    # mid-epoch) is the last; step 5 is redone, on the same batch.
-    data = finetune_data.glue_sst2(str(tmp_path / "SST-2"), n_train=12)
-    argv = lambda out: _argv("glue/sst-2", data, out, assets, "--num_train_epochs=4", "--steps_per_epoch=6",
-                             "--save_checkpoints_steps=2", "--nodo_predict", "--nodo_eval")
-    whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
-    _run(argv(whole))
-    proc = subprocess.run([sys.executable, "-c", _KILL_AT_STEP, "5"] + argv(killed), capture_output=True,
-                          text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
-    assert proc.returncode == -9, proc.stderr[-2000:]
-    state = _resume_state(killed)
-    assert state["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 4
-    assert (state["data_pass/.ATTRIBUTES/VARIABLE_VALUE"], state["pass_batch/.ATTRIBUTES/VARIABLE_VALUE"]) == (1, 1)
-    _run(argv(killed))
-    want, got = _resume_state(whole), _resume_state(killed)
-    assert sorted(want) == sorted(got) and any("seed_states" in name for name in want)
-    assert want["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 12
-    for name in want:  # weights, optimizer slots, dropout seed states, data position
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-
-
 def finetune_logging():
     return importlib.import_module("absl.logging")
 

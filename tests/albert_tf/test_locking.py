@@ -84,14 +84,16 @@ def test_workers_have_their_own_locks_and_one_process_cannot_take_a_lock_twice(t
 
 def test_remote_lease_refuses_a_live_holder_heartbeats_and_is_released(warnings):
     folder = "ram://locking/live"
-    first = locking.FolderLock(folder, "first", heartbeat_seconds=0.2).acquire()
+    # Heartbeats every 0.5 s, stale after 2 s: a stall of the test process under load (shared cores) shorter
+    # than 2 s cannot make the live lease look stale.
+    first = locking.FolderLock(folder, "first", heartbeat_seconds=0.5).acquire()
     try:
         path = folder + "/.albert-lease"
         beat = json.loads(tf.io.gfile.GFile(path).read())["heartbeat_unix"]
         with pytest.raises(locking.FolderLocked, match=r"in use by first pid .* \(lease ram://locking/live/"
-                                                       r"\.albert-lease, heartbeat 0 s ago; stale after 1 s\)"):
-            locking.FolderLock(folder, "second", heartbeat_seconds=0.2).acquire()
-        time.sleep(0.7)
+                                                       r"\.albert-lease, heartbeat [01] s ago; stale after 2 s\)"):
+            locking.FolderLock(folder, "second", heartbeat_seconds=0.5).acquire()
+        time.sleep(1.6)
         assert json.loads(tf.io.gfile.GFile(path).read())["heartbeat_unix"] > beat  # refreshed by the thread
     finally:
         first.release()
@@ -112,14 +114,15 @@ def _stale_lease(folder, age_seconds, host="other-host", pid=12345):
 
 def test_remote_lease_older_than_its_heartbeats_is_taken_over_with_a_log_line(warnings):
     folder = "ram://locking/stale"
-    _stale_lease(folder, age_seconds=0.5)  # 0.5 s < 4 heartbeats of 0.2 s: alive
+    # Ages far from the limit (4 heartbeats of 5 s = 20 s) both ways, so that no stall of the test flips them.
+    _stale_lease(folder, age_seconds=5.0)  # 5 s < 20 s: alive
     with pytest.raises(locking.FolderLocked, match="in use by old-run pid 12345 on other-host"):
-        locking.FolderLock(folder, "new", heartbeat_seconds=0.2).acquire()
-    _stale_lease(folder, age_seconds=1.0)  # 1 s > 0.8 s: stale
-    with locking.FolderLock(folder, "new", heartbeat_seconds=0.2):
+        locking.FolderLock(folder, "new", heartbeat_seconds=5.0).acquire()
+    _stale_lease(folder, age_seconds=60.0)  # 60 s > 20 s: stale
+    with locking.FolderLock(folder, "new", heartbeat_seconds=5.0):
         pass
     assert len(warnings) == 1 and "Took over the stale lease" in warnings[0]
-    assert "old-run pid 12345 on other-host" in warnings[0] and "last heartbeat 1 s ago" in warnings[0]
+    assert "old-run pid 12345 on other-host" in warnings[0] and "last heartbeat 60 s ago" in warnings[0]
 
 
 def test_remote_lease_of_a_dead_pid_on_this_host_is_taken_over_at_once(warnings):
@@ -271,14 +274,9 @@ def test_installed_albert_finetune_refuses_a_second_run_on_its_output_dir(tmp_pa
     assert not (out / ".albert-lock").exists()  # the first released it on the way out
 
 
-def test_two_installed_albert_exports_at_once_get_distinct_versions(tmp_path):
-    from tests.albert_tf.test_preemption import _finetune_flags
-
-    model = tmp_path / "model"
+def test_two_installed_albert_exports_at_once_get_distinct_versions(tmp_path, finetuned_sst2):
+    model = finetuned_sst2["model"]  # read only: the exports go to tmp_path
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    trained = subprocess.run([_installed("albert-finetune"), *_finetune_flags(tmp_path, model)], cwd=REPO, env=env,
-                             capture_output=True, text=True, timeout=300)
-    assert trained.returncode == 0, trained.stderr[-3000:]
     exports = tmp_path / "exports"
     # Both choose a number while the other is still writing (a save takes seconds): without the
     # reservation both take 1 and the second rename fails.

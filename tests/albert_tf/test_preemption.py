@@ -9,6 +9,7 @@ installed `albert-pretrain`.
 
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -187,12 +188,17 @@ finetune.run()
 
 
 def _finetune_flags(tmp_path, output_dir):
+    """albert-finetune's flags for a 12-example SST-2 run into `output_dir`, with the vocabulary, config and data
+    in `tmp_path` (made there unless already there: the shared folder of `finetuned_sst2` is read, never written)."""
+    tmp_path = pathlib.Path(tmp_path)
     folder = tmp_path / "assets"
-    folder.mkdir(exist_ok=True)
-    spm = train_tiny_spm(str(folder))
     config = folder / "albert_config.json"
-    tiny_config().to_json_file(str(config))
-    data = finetune_data.glue_sst2(str(tmp_path / "SST-2"), n_train=12)
+    spm, data = folder / "sp.model", tmp_path / "SST-2"
+    if not config.exists():
+        folder.mkdir(exist_ok=True)
+        spm = train_tiny_spm(str(folder))
+        tiny_config().to_json_file(str(config))
+        data = finetune_data.glue_sst2(str(data), n_train=12)
     # 12 examples, batch 4: 3 batches a pass; 4 epochs = 12 steps in 2 Keras epochs of 6.
     return [f"--task=glue/sst-2", f"--data_dir={data}", f"--output_dir={output_dir}",
             f"--albert_config_file={config}", f"--spm_model_file={spm}", "--max_seq_length=32",
@@ -206,13 +212,13 @@ def _resume_state(output_dir):
     return _variables(os.path.join(output_dir, "resume"))
 
 
-def test_finetune_sigterm_mid_epoch_saves_the_step_and_the_rerun_equals_an_uninterrupted_run(tmp_path):
-    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+def test_finetune_sigterm_mid_epoch_saves_the_step_and_the_rerun_equals_an_uninterrupted_run(tmp_path,
+                                                                                            finetuned_sst2):
+    # The uninterrupted run is the shared one (tests/conftest.py), on the same vocabulary and data.
+    root, whole, stopped = finetuned_sst2["root"], pathlib.Path(finetuned_sst2["model"]), tmp_path / "stopped"
     script = os.path.join(os.path.dirname(sys.executable), "albert-finetune")
-    done = _run([script] + _finetune_flags(tmp_path, whole))
-    assert done.returncode == 0, done.stderr[-3000:]
     # Step 5 is mid-epoch, and no regular save is due (--save_checkpoints_steps=1000).
-    first = _run([sys.executable, "-c", _FINETUNE_SIGNALLED_AT, "5"] + _finetune_flags(tmp_path, stopped))
+    first = _run([sys.executable, "-c", _FINETUNE_SIGNALLED_AT, "5"] + _finetune_flags(root, stopped))
     assert first.returncode == 75, first.stderr[-3000:]
     line = _preempted_line(first.stderr, "albert-finetune")
     assert line == (f"albert-finetune: stopped by SIGTERM after step 5: checkpoint {stopped / 'resume' / 'ckpt-5'} "
@@ -221,7 +227,7 @@ def test_finetune_sigterm_mid_epoch_saves_the_step_and_the_rerun_equals_an_unint
     assert state["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 5
     assert (state["data_pass/.ATTRIBUTES/VARIABLE_VALUE"], state["pass_batch/.ATTRIBUTES/VARIABLE_VALUE"]) == (1, 2)
     assert state["epoch/.ATTRIBUTES/VARIABLE_VALUE"] == 0  # the half-done epoch is not counted as done
-    again = _run([script] + _finetune_flags(tmp_path, stopped))
+    again = _run([script] + _finetune_flags(root, stopped))
     assert again.returncode == 0, again.stderr[-3000:]
     want = _resume_state(whole)
     assert want["batches/.ATTRIBUTES/VARIABLE_VALUE"] == 12 and any("seed_states" in n for n in want)

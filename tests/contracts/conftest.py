@@ -69,15 +69,16 @@ HEADS: Dict[str, Head] = {
 
 
 def finetune_argv(head: Head, data_dir: str, output_dir: str, assets: Dict[str, str], *extra: str) -> List[str]:
-    """albert-finetune's command line for `head`: random init, 6 steps in one Keras epoch, state every 2 steps.
+    """albert-finetune's command line for `head`: random init, 12 steps in two Keras epochs of 6, state every 2 steps.
 
-    Every head's data holds 3 batches of 4 a pass (checked by the resume test: step 4 is mid-pass).
+    Every head's data holds 3 batches of 4 a pass (checked by the resume test: step 4 is mid-pass, and a run resumed
+    there crosses a Keras epoch's end at step 6).
     Later flags win (absl), so `extra` can change any setting.
     """
     return [f"--task={head.task}", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
             f"--albert_config_file={assets['config']}", f"--spm_model_file={assets['spm']}",
             "--max_seq_length=32", "--train_batch_size=4", "--eval_batch_size=8", "--learning_rate=1e-3",
-            "--num_train_epochs=1", "--train_step=6", "--warmup_step=1", "--steps_per_epoch=6",
+            "--num_train_epochs=1", "--train_step=12", "--warmup_step=1", "--steps_per_epoch=6",
             "--save_checkpoints_steps=2", "--strategy=default", "--mixed_precision=float32", "--seed=1",
             "--log_steps=1", "--max_query_length=8", "--doc_stride=8", "--max_qa_length=16", "--do_train",
             "--nodo_eval", "--nodo_predict", "--optimizer=adamw", *head.flags, *extra]

@@ -13,9 +13,10 @@ tagging. Columns:
   in one line naming the setting and both values, and changes nothing.
 
 Each head's uninterrupted run is made once (module-scoped) and shared, and the
-killed run beside it in a subprocess. A run is 6 steps in one Keras epoch with
-the resume state every 2 steps; the kill comes at step 5, so the last state is
-step 4's, mid-epoch and mid-pass (every head's data holds 3 batches a pass).
+killed run beside it in a subprocess. A run is 12 steps in two Keras epochs of
+6 with the resume state every 2 steps; the kill comes at step 5, so the last
+state is step 4's, mid-epoch and mid-pass (every head's data holds 3 batches a
+pass), and the resumed run crosses the end of a Keras epoch and of passes.
 """
 
 import hashlib
@@ -124,8 +125,8 @@ def test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run(name, runs, con
     assert batches == 4 and pass_batch != 0, (batches, data_pass, pass_batch)  # mid-pass, not at a pass end
     _run(argv)
     want, got = _resume_state(run["whole"]), _resume_state(killed)
-    assert sorted(got) == sorted(want)
-    assert _position(want)[0] == 6
+    assert sorted(got) == sorted(want) and any("seed_states" in key for key in want)
+    assert _position(want)[0] == 12
     # The optimizer holds every trainable variable of the head, those without a gradient (the
     # pooler of span QA and tagging) included: one variable list on the first run and on resume.
     trainable = len(albert_tf.load_task_model(run["whole"]).trainable_variables)
@@ -143,7 +144,7 @@ def test_do_train_rerun_of_a_finished_run_trains_nothing_and_changes_nothing(nam
     logged = []
     monkeypatch.setattr(finetune_logging(), "info", lambda fmt, *a: logged.append(fmt % a if a else fmt))
     _run(finetune_argv(HEADS[name], run["data"], run["whole"], contract_assets))
-    assert any(line.startswith("Training already finished (6 steps)") for line in logged), logged
+    assert any(line.startswith("Training already finished (12 steps)") for line in logged), logged
     assert not any(line.startswith("step ") for line in logged), logged
     assert file_digests(run["whole"]) == before
 

@@ -1,0 +1,91 @@
+"""The CPU-time record of the suite (tests/cpu_times.py) and its growth check (tests/durations.py)."""
+
+import doctest
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests import cpu_times, durations
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_the_examples_of_the_growth_rule_hold():
+    result = doctest.testmod(durations, optionflags=doctest.ELLIPSIS)
+    assert result.attempted >= 3 and result.failed == 0
+
+
+def _write_record(folder, worker, files, tests=None):
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"cpu-{worker}.json"), "w", encoding="utf-8") as f:
+        json.dump({"files": files, "wall": files, "tests": tests or {k: 1 for k in files}}, f)
+
+
+def test_records_of_both_workers_are_summed_and_a_grown_file_fails_the_check(tmp_path, capsys):
+    run = tmp_path / "run"
+    # Worker gw0 ran a.py and b.py, gw1 ran c.py and the rest of b.py's time.
+    _write_record(str(run), "gw0", {"tests/a.py": 30.0, "tests/b.py": 20.0})
+    _write_record(str(run), "gw1", {"tests/b.py": 20.0, "tests/c.py": 100.0})
+    merged = durations.merge_records(str(run))
+    assert merged["files"] == {"tests/a.py": 30.0, "tests/b.py": 40.0, "tests/c.py": 100.0}
+    assert merged["tests"]["tests/b.py"] == 2
+
+    record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"environments": {"main": {"files": {
+        "tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0}}}}))
+    assert durations.check(str(run), "main", str(record)) == 1  # b.py doubled (+20 s), the others held
+    out = capsys.readouterr().out
+    assert "tests/b.py: 20.0 CPU-s recorded" in out and "tests/a.py:" not in out.split("recorded):")[-1]
+
+    durations.update(str(run), "main", str(record))
+    assert json.loads(record.read_text())["environments"]["main"]["files"]["tests/b.py"] == 40.0
+    assert durations.check(str(run), "main", str(record)) == 0
+
+
+def test_a_slower_machine_is_not_a_grown_file(tmp_path):
+    run = tmp_path / "run"
+    _write_record(str(run), "gw0", {"tests/a.py": 60.0, "tests/b.py": 40.0, "tests/c.py": 210.0})
+    record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"environments": {"main": {"files": {
+        "tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0}}}}))
+    assert durations.check(str(run), "main", str(record)) == 0  # every file about 2x: the machine
+
+
+def test_a_missing_record_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="no cpu-\\*.json in"):
+        durations.merge_records(str(tmp_path))
+
+
+def test_the_plugin_charges_each_file_and_each_session_fixture(tmp_path):
+    """A real pytest run of two files: a child process's CPU time counts; a session fixture is charged once."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text(
+        "import pytest, subprocess, sys\n"
+        "def pytest_configure(config):\n"
+        "    from tests.cpu_times import CpuTimes\n"
+        "    config.pluginmanager.register(CpuTimes(), 'cpu')\n"
+        "@pytest.fixture(scope='session')\n"
+        "def costly():\n"
+        "    subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(3_000_000))'], check=True)\n")
+    (suite / "test_spends.py").write_text(
+        "import subprocess, sys\n"
+        "def test_child(costly):\n"
+        "    subprocess.run([sys.executable, '-c', 'sum(i * i for i in range(6_000_000))'], check=True)\n")
+    (suite / "test_idle.py").write_text("def test_nothing(costly):\n    assert True\n")
+    out = tmp_path / "cpu"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}  # a plain run, not a worker
+    env.update(ALBERT_TF_CPU_TIMES=str(out), PYTHONPATH=REPO)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(suite)],
+                            env=env, capture_output=True, text=True, cwd=str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    record = json.loads((out / "cpu-main.json").read_text())
+    files = {os.path.basename(k): v for k, v in record["files"].items()}
+    fixture = files.pop(cpu_times.SESSION_FIXTURE_PREFIX + "costly")
+    assert fixture > 0.1  # the fixture's child process
+    assert files["test_spends.py"] > 1.5 * fixture  # twice the fixture's work, in a child of the test
+    assert files["test_idle.py"] < 0.5 * fixture  # the fixture's cost is not charged to the file that met it
+    assert record["tests"][cpu_times.SESSION_FIXTURE_PREFIX + "costly"] == 1
