@@ -11,13 +11,14 @@ from tests.pipelines.conftest import write_corpus
 SPM_VOCAB_SIZE = 120
 
 
-def train_tiny_spm(folder: str) -> str:
-    """A 120-piece SentencePiece model with the ALBERT special ids (about 1 s)."""
+def train_tiny_spm(folder: str, vocab_size: int = SPM_VOCAB_SIZE, name: str = "sp") -> str:
+    """A SentencePiece model (120 pieces by default; 50 for the golden fixtures' models) with the
+    ALBERT special ids (about 1 s); writes folder/name.model and .vocab."""
     from pipelines import tokenizer
 
     corpus = write_corpus(os.path.join(folder, "corpus.txt"), num_docs=60)
-    return tokenizer.train_sentencepiece([corpus], os.path.join(folder, "sp"),
-                                         vocab_size=SPM_VOCAB_SIZE, seed=1)
+    return tokenizer.train_sentencepiece([corpus], os.path.join(folder, name),
+                                         vocab_size=vocab_size, seed=1)
 
 
 def tiny_config(dropout: float = 0.0, **overrides) -> albert_tf.AlbertConfig:
