@@ -17,7 +17,8 @@ writes the results:
 Running the same options again after an interruption resumes from the last
 resume checkpoint (every --save_checkpoints_steps steps and at each epoch end)
 at the exact data position; a finished run is not trained again, and other
-settings in the same output_dir are refused (`run_settings`). Without --max_seq_length the length is the
+settings in the same output_dir are refused (`run_settings`) once a run there
+has trained its first step. Without --max_seq_length the length is the
 model's (`resolve_max_seq_length`).
 """
 
@@ -34,7 +35,7 @@ from absl import logging
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions
 from albert_tf.tasks.run_state import (  # noqa: F401 (the runner's names since they were written)
-    RUN_STATE_FILE, SETTINGS_ADDED_LATER, file_sha256, resolved_adam_epsilon, run_settings)
+    RUN_STATE_FILE, SETTINGS_ADDED_LATER, file_sha256, record_run_state, resolved_adam_epsilon, run_settings)
 from albert_tf.tasks.run_state import check_run_state as _check_run_state
 
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -408,7 +409,8 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     schedule = training_schedule(task.num_examples(train_data), options)
     _check_static_batches(task, options, strategy.num_replicas_in_sync, train_data)
     per_pass = task.batches_per_pass(train_data, options.train_batch_size)
-    _check_run_state(options, run_settings(options, task, schedule, precision))
+    settings = run_settings(options, task, schedule, precision)
+    _check_run_state(options, settings, record=False)  # recorded once the first step is done (below)
     logging.info("Training %s on %d examples (%d batches a pass): %d steps (%d epoch(s) of %d, the last %d), "
                  "%d warmup, batch %d, %d replica(s).", task.name, task.num_examples(train_data), per_pass,
                  schedule["total_steps"], schedule["epochs"], schedule["steps_per_epoch"],
@@ -425,7 +427,8 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
         albert_tf.save_task_model(m, options.output_dir, spm_model_file=spm_model_file)
 
     summaries = cb.ScalarSummaries(options.output_dir, options.log_steps)
-    callbacks = [cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
+    callbacks = [cb.RecordRunSettings(lambda: record_run_state(options, settings)),  # first: before any save
+                 cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
     if dev_data is not None:
         callbacks.append(cb.BestOnDev(lambda m: task.evaluate(m, dev_data, options.eval_batch_size),
                                       task.selection_metric, save, options.output_dir, summaries,

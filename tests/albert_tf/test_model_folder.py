@@ -207,6 +207,20 @@ def test_finetune_refuses_a_length_above_the_positions_in_one_line(tmp_path, fol
     assert not os.path.exists(os.path.join(out, "finetune_run.json"))
 
 
+def test_a_run_that_failed_before_its_first_step_does_not_bind_its_folder(tmp_path, folders):
+    data = finetune_data.glue_sst2(str(tmp_path / "SST-2"))
+    out = str(tmp_path / "out")
+    wrong_vocabulary = train_tiny_spm(str(tmp_path))  # 120 pieces: the 50-piece model does not build
+    refusal = "The SentencePiece model has 120 pieces but the config's vocab_size is 50."
+    argv = _finetune_argv(folders["released"], data, out, f"--spm_model_file={wrong_vocabulary}")
+    with pytest.raises(ValueError, match=re.escape(refusal)):
+        _run(argv)
+    assert not os.path.exists(os.path.join(out, "finetune_run.json"))
+    # Other settings in the same folder: the same failure, not "holds a fine-tuning run with other settings".
+    with pytest.raises(ValueError, match=re.escape(refusal)):
+        _run([*argv, "--learning_rate=2e-3"])
+
+
 def _export(argv):
     if "format" not in FLAGS:
         export._define_flags()
