@@ -11,9 +11,10 @@ scheme (group_<g> counts attention groups for `attention_1/...` names and
 FFN groups for `ffn_1/...` and `LayerNorm_1` names).
 
 Formats read by `load_checkpoint`:
-- an original TF1 checkpoint prefix (`.../model.ckpt-125000`) or a folder with
-  a `checkpoint` file whose variables are named `bert/...`; `albert_config.json`
-  next to it (or pass `config=`);
+- an original TF1 checkpoint prefix (`.../model.ckpt-125000`) or a folder
+  (a released one: its only `model.ckpt-*` prefix, or the one its
+  `checkpoint` file names) whose variables are named `bert/...`;
+  `albert_config.json` next to it (or pass `config=`);
 - a Hugging Face ALBERT folder: `config.json` + `model.safetensors` (read with
   safetensors' NumPy API: no torch needed);
 - our format: a folder with `albert_config.json` + `model.weights.safetensors`
@@ -22,6 +23,9 @@ Formats read by `load_checkpoint`:
   layers are nested and any mismatch is reported by variable name;
 - a training checkpoint of this project (`tf.train.Checkpoint(model=...)`),
   prefix or folder, with `albert_config.json` in the same folder.
+
+Which file of a folder is read follows `albert_tf.model_folder` (the rule every
+binary uses); files are read through `tf.io.gfile`.
 """
 
 from __future__ import annotations
@@ -36,12 +40,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf import model_folder
 from albert_tf.config import AlbertConfig
 from albert_tf.models.pretrainer import AlbertPretrainer
 
-CONFIG_FILENAME = "albert_config.json"
-WEIGHTS_FILENAME = "model.weights.safetensors"
-SPM_MODEL_FILENAME = "spm.model"
+CONFIG_FILENAME = model_folder.CONFIG_NAME
+WEIGHTS_FILENAME = model_folder.WEIGHTS_NAME
+SPM_MODEL_FILENAME = model_folder.VOCABULARY_NAMES[0]
 SPM_VOCAB_FILENAME = "spm.vocab"
 
 # Variables of original checkpoints that are not model weights.
@@ -254,15 +259,8 @@ _HF_REDUNDANT = re.compile(r"(position_ids$|^predictions\.decoder\.(weight|bias)
 
 
 def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
-    from safetensors.numpy import load_file  # local import: only this path needs it
-
-    config_path = os.path.join(folder, "config.json")
-    with open(config_path, encoding="utf-8") as f:
-        try:
-            config = config_from_hf(json.load(f))
-        except ValueError as e:
-            raise ValueError(f"{config_path}: {e}") from None
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    config = model_folder.read_config(os.path.join(folder, model_folder.HF_CONFIG_NAME))
+    tensors = _read_safetensors(os.path.join(folder, model_folder.HF_WEIGHTS_NAME))
     values: Dict[str, np.ndarray] = {}
     unused: List[str] = []
     for key, array in tensors.items():
@@ -281,22 +279,12 @@ def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
 
 
 # -------------------------------------------------------------------- loading
-def _config_next_to(path: str) -> AlbertConfig:
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    config_path = os.path.join(folder, CONFIG_FILENAME)
-    if not os.path.exists(config_path):
-        raise FileNotFoundError(
-            f"No {CONFIG_FILENAME} next to checkpoint {path!r}; pass config=AlbertConfig(...) to load_checkpoint."
-        )
-    return AlbertConfig.from_json_file(config_path)
+def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
+    """A safetensors file's arrays, read through tf.io.gfile (gs:// and ram:// work)."""
+    from safetensors.numpy import load  # local import: only this path needs it
 
-
-def _checkpoint_prefix(path: str) -> Optional[str]:
-    if os.path.isdir(path):
-        return tf.train.latest_checkpoint(path)
-    if tf.io.gfile.exists(path + ".index"):
-        return path
-    return None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return load(f.read())
 
 
 def load_checkpoint(path: str, config: Optional[AlbertConfig] = None, dtype=None) -> AlbertPretrainer:
@@ -330,27 +318,16 @@ def load_checkpoint_with_report(path: str, config: Optional[AlbertConfig] = None
     >>> missing[:1]                                                    # doctest: +SKIP
     ['cls/predictions/transform/dense/kernel']
     """
-    if not tf.io.gfile.exists(path) and not tf.io.gfile.exists(path + ".index"):
-        raise FileNotFoundError(f"Checkpoint path {path!r} does not exist.")
+    weights, weights_format = model_folder.find_weights(path)
     kwargs = {} if dtype is None else {"dtype": dtype}
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
+    if weights_format == model_folder.HUGGING_FACE:
         hf_config, values = _read_hf_folder(path)
         model = AlbertPretrainer(hf_config, **kwargs)
         return model, assign_by_name(model, values, source=path)
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, WEIGHTS_FILENAME)):
-        from safetensors.numpy import load_file
-
-        weights = os.path.join(path, WEIGHTS_FILENAME)
-        model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
-        return model, assign_by_name(model, load_file(weights), source=weights)
-    prefix = _checkpoint_prefix(path)
-    if prefix is None:
-        raise ValueError(
-            f"{path!r} is not a checkpoint this library reads: expected a TF checkpoint prefix (with .index), "
-            f"a folder with a 'checkpoint' file, a folder with {WEIGHTS_FILENAME} + {CONFIG_FILENAME}, or a "
-            "Hugging Face folder with config.json + model.safetensors."
-        )
-    model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
+    model = AlbertPretrainer(config or model_folder.model_config(path), **kwargs)
+    if weights_format == model_folder.ALBERT_TF:
+        return model, assign_by_name(model, _read_safetensors(weights), source=weights)
+    prefix = weights
     if _is_original_checkpoint(prefix):
         return model, assign_by_name(model, _read_tf1_checkpoint(prefix), source=prefix,
                                      ignore_unused=_ORIGINAL_NON_MODEL)
@@ -430,8 +407,8 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
 
 
 # ------------------------------------------------------ writing Hugging Face
-HF_CONFIG_FILENAME = "config.json"
-HF_WEIGHTS_FILENAME = "model.safetensors"
+HF_CONFIG_FILENAME = model_folder.HF_CONFIG_NAME
+HF_WEIGHTS_FILENAME = model_folder.HF_WEIGHTS_NAME
 HF_SPM_MODEL_FILENAME = "spiece.model"
 # Our activation -> Hugging Face's hidden_act (the inverse of _HF_ACTIVATIONS).
 _TO_HF_ACTIVATIONS = {"gelu": "gelu_new", "gelu_new": "gelu_new", "gelu_exact": "gelu", "relu": "relu",

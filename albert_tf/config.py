@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import numbers
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 # Strategies of the paper's cross-layer sharing ablation (Lan et al. 2019, Table 4).
 SHARING_MODES = ("all", "attention", "ffn", "none")
@@ -240,12 +240,7 @@ class AlbertConfig:
         >>> AlbertConfig.from_json_file("albert_base/albert_config.json")  # doctest: +SKIP
         """
         with open(path, encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} is not valid JSON: {e}") from e
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
+            values = json_object(f.read(), path)
         try:
             return cls.from_dict(values)
         except ValueError as e:
@@ -339,3 +334,68 @@ _PRESETS: Dict[str, Dict[str, Any]] = {
         "sharing": "none",
     },
 }
+
+
+def json_object(text: str, path: str) -> Dict[str, Any]:
+    """The JSON object a config file holds; errors name the file.
+
+    Args:
+        text: the file's text.
+        path: the file, for messages.
+
+    Raises:
+        ValueError: not JSON, or not an object.
+
+    Example:
+    >>> json_object('{"hidden_size": 16}', "c.json")
+    {'hidden_size': 16}
+    """
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
+    return values
+
+
+# The packed length fine-tuning, from_pretrained and the exports use when none is given, capped at the
+# model's positions (`max_seq_length_for`).
+DEFAULT_MAX_SEQ_LENGTH = 128
+
+
+def max_seq_length_for(max_position_embeddings: int, requested: Optional[int] = None,
+                       name: str = "max_seq_length") -> int:
+    """The packed sequence length for a model: `requested`, or 128 capped at the model's positions.
+
+    albert-finetune, albert-export and `TaskModel.from_pretrained` all use this rule, so a
+    model with fewer positions (the demo's 64) works without a length, and a length the
+    model cannot take is refused in one line before any TensorFlow op runs.
+
+    Args:
+        max_position_embeddings: the model's positions (`AlbertConfig.max_position_embeddings`).
+        requested: the length asked for; None: ``min(DEFAULT_MAX_SEQ_LENGTH, max_position_embeddings)``.
+        name: how the message names the setting, e.g. ``--max_seq_length``.
+
+    Returns:
+        The length.
+
+    Raises:
+        ValueError: `requested` exceeds the model's positions (one line naming the setting and both numbers).
+
+    Example:
+    >>> max_seq_length_for(64), max_seq_length_for(512), max_seq_length_for(512, 384)
+    (64, 128, 384)
+    >>> max_seq_length_for(64, 128, "--max_seq_length")
+    Traceback (most recent call last):
+    ...
+    ValueError: --max_seq_length=128 exceeds the model's max_position_embeddings=64: give at most 64, or leave it out to use 64.
+    """
+    positions = int(max_position_embeddings)
+    if requested is None:
+        return min(DEFAULT_MAX_SEQ_LENGTH, positions)
+    if int(requested) > positions:
+        default = min(DEFAULT_MAX_SEQ_LENGTH, positions)
+        raise ValueError(f"{name}={requested} exceeds the model's max_position_embeddings={positions}: give at "
+                         f"most {positions}, or leave it out to use {default}.")
+    return int(requested)

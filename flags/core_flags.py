@@ -47,11 +47,15 @@ def define_model_flags() -> None:
     _define(flags.DEFINE_string, "albert_config_file", None,
             "albert_config.json describing the model (the original's format).")
     _define(flags.DEFINE_string, "init_checkpoint", None,
-            "Warm-start weights: an original TF1 checkpoint prefix, a Hugging "
-            "Face folder, an albert-tf folder or training checkpoint.")
+            "Warm-start weights: a released google-research folder or an original "
+            "TF1 checkpoint prefix, a Hugging Face folder, an albert-tf folder or "
+            "training checkpoint (albert_tf/model_folder.py says which file of a "
+            "folder is read).")
     _define(flags.DEFINE_string, "spm_model_file", None,
             "SentencePiece model of the vocabulary; copied next to the trained "
-            "model so that export and fine-tuning find it.")
+            "model so that export and fine-tuning find it. Default (fine-tuning): "
+            "spm.model, 30k-clean.model, spiece.model or the only *.model file "
+            "beside --init_checkpoint.")
 
 
 def define_pretraining_data_flags() -> None:

@@ -31,8 +31,8 @@ def define_export_flags() -> None:
             "albert-tf folder, a training checkpoint, an original TF1 checkpoint, a Hugging Face "
             "folder). Task heads: an albert-finetune output directory.")
     _define(flags.DEFINE_string, "spm_model_file", None,
-            "SentencePiece model. Default: spm.model (or the only *.model file) next to --checkpoint; "
-            "task models use the one saved with them.")
+            "SentencePiece model. Default: spm.model, 30k-clean.model, spiece.model or the only *.model "
+            "file beside --checkpoint; task models use the one saved with them.")
     _define(flags.DEFINE_string, "export_dir", None,
             "The model's folder, TF Serving's model base path (e.g. exports/albert_sst2); the "
             "SavedModel is written to <export_dir>/<version>/.")
@@ -44,7 +44,8 @@ def define_export_flags() -> None:
             "fine-tuned task model (classifier, span_qa, multiple_choice, tagging).")
     _define(flags.DEFINE_integer, "max_seq_length", None,
             "Longest packed sequence served; longer text is truncated as in training. Default: "
-            "the task model's, else 128 (or the model's max_position_embeddings if smaller).")
+            "the task model's, else 128 (or the model's max_position_embeddings if smaller); more "
+            "than max_position_embeddings is refused.")
     _define(flags.DEFINE_bool, "do_lower_case", None,
             "Lower-case the text. Default: the task model's setting, else true.")
     _define(flags.DEFINE_enum, "normalization", None, ["original", "xlnet"],

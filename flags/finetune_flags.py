@@ -70,8 +70,10 @@ def define_task_flags() -> None:
 
 def define_finetune_run_flags() -> None:
     """Batch, schedule, epochs, actions and the fine-tuning defaults."""
-    _define(flags.DEFINE_integer, "max_seq_length", 128,
-            "Tokens per packed input ([CLS] A [SEP] B [SEP]).")
+    _define(flags.DEFINE_integer, "max_seq_length", None,
+            "Tokens per packed input ([CLS] A [SEP] B [SEP]). Default: 128, or the "
+            "model's max_position_embeddings when smaller (evaluation only: the saved "
+            "model's); a value above max_position_embeddings is refused.")
     _define(flags.DEFINE_integer, "train_batch_size", 32,
             "Global training batch (split over the replicas).")
     _define(flags.DEFINE_integer, "eval_batch_size", 64,

@@ -50,6 +50,8 @@ REGISTRY = {
     "--max_seq_length=384 --doc_stride=128 --train_batch_size=48 --learning_rate=5e-5 --num_train_epochs=2 "
     "--do_train --do_eval --do_predict": f"{_FINETUNE}::test_squad",
     # docs/models.md
+    "albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 --init_checkpoint=albert_base_v2 --output_dir=runs/sst2 "
+    "--do_train --do_eval": "tests/albert_tf/test_model_folder.py::test_finetune_starts_from_the_folder_alone",
     "albert-convert --input=my_model --output_dir=my_model_hf --to=huggingface":
         "tests/albert_tf/test_hf_export.py::test_convert_binary_to_huggingface",
     # docs/pretraining.md

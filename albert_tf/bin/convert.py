@@ -12,12 +12,9 @@ checkpoint of this project, and writes to --output_dir:
   tokenizer_config.json. Sharing modes Hugging Face cannot express
   ("attention" / "ffn" with fewer groups than layers) are refused.
 
-    albert-convert --input=albert_base/model.ckpt-best --output_dir=albert_base_tf2 \
-        --spm_model_file=albert_base/30k-clean.model
+    albert-convert --input=albert_base --output_dir=albert_base_tf2
     albert-convert --input=runs/pretrain --output_dir=runs/pretrain_hf --to=huggingface
 """
-
-import os
 
 from absl import app, flags, logging
 
@@ -33,18 +30,13 @@ def _define_flags() -> None:
     flags.DEFINE_string(
         "spm_model_file",
         None,
-        "SentencePiece model to copy into --output_dir. Default: a *.model file next to --input, if exactly one.",
+        "SentencePiece model to copy into --output_dir. Default: spm.model, 30k-clean.model, spiece.model or "
+        "the only *.model file beside --input (albert_tf/model_folder.py).",
     )
     flags.DEFINE_enum("to", "albert_tf", ["albert_tf", "huggingface"],
                       "Output format: albert_tf (albert_config.json + model.weights.safetensors) or huggingface "
                       "(config.json + model.safetensors + spiece.model, read by transformers).")
     flags.DEFINE_bool("do_lower_case", True, "--to=huggingface: recorded in tokenizer_config.json.")
-
-
-def _find_spm_model(path: str):
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    candidates = sorted(f for f in os.listdir(folder or ".") if f.endswith(".model"))
-    return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
 
 
 def main(argv):
@@ -54,10 +46,10 @@ def main(argv):
     if not FLAGS.input or not FLAGS.output_dir:
         raise app.UsageError("--input and --output_dir are required.")
     config = albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file) if FLAGS.albert_config_file else None
-    from albert_tf import checkpoints
+    from albert_tf import checkpoints, model_folder
 
     model, missing_heads = checkpoints.load_checkpoint_with_report(FLAGS.input, config=config)
-    spm = FLAGS.spm_model_file or _find_spm_model(FLAGS.input)
+    spm = FLAGS.spm_model_file or model_folder.find_vocabulary(FLAGS.input)
     if FLAGS.to == "huggingface":
         # A sharing layout Hugging Face cannot express is a ValueError: one line from run_binary.
         checkpoints.save_huggingface(model, FLAGS.output_dir, spm_model_file=spm, missing_heads=missing_heads,

@@ -9,8 +9,10 @@ choose; an existing version is never overwritten). Serve it with
 -e MODEL_NAME=albert_sst2 <a TF Serving image with the tensorflow-text ops>`.
 
 --checkpoint: for --head=encoder or pretrainer, anything
-albert_tf.load_checkpoint reads, with its SentencePiece model beside it
-(spm.model, or the only *.model file) or given by --spm_model_file; for the
+albert_tf.load_checkpoint reads (a released google-research folder, a Hugging
+Face folder, an albert-tf folder, a checkpoint prefix), with its SentencePiece
+model beside it (spm.model, 30k-clean.model, spiece.model, else the only
+*.model file: albert_tf/model_folder.py) or given by --spm_model_file; for the
 task heads (classifier, span_qa, multiple_choice, tagging), an albert-finetune
 output directory. Signatures: serving_default (text in), serve_text_pair
 (encoder, classifier, tagging), serve_token_ids (ids in); see
@@ -28,9 +30,6 @@ layers run on the real tokens only; see albert_tf/export/openvino.py).
 
 from __future__ import annotations
 
-import os
-from typing import Optional
-
 from absl import app, flags, logging
 
 import flags.export_flags as export_flags
@@ -39,28 +38,19 @@ FLAGS = flags.FLAGS
 _PRETRAINED_HEADS = ("encoder", "pretrainer")
 
 
-def find_spm_model(checkpoint: str) -> Optional[str]:
-    """spm.model, or the only *.model file, in the checkpoint's folder (None if neither)."""
-    folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
-    folder = folder or "."
-    if os.path.exists(os.path.join(folder, "spm.model")):
-        return os.path.join(folder, "spm.model")
-    candidates = sorted(f for f in os.listdir(folder) if f.endswith(".model")) if os.path.isdir(folder) else []
-    return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
-
-
 def _load_model(head: str):
     """The model to export and the SentencePiece file to use (None: the model's own, or none at all for an
     ids-only export of a checkpoint without one)."""
     import albert_tf
+    from albert_tf import model_folder
 
     if head in _PRETRAINED_HEADS:
-        spm = FLAGS.spm_model_file or find_spm_model(FLAGS.checkpoint)
+        spm = FLAGS.spm_model_file or model_folder.find_vocabulary(FLAGS.checkpoint)
         if spm is None and FLAGS.text_signatures:
             raise ValueError(
-                f"--spm_model_file: no SentencePiece model next to --checkpoint={FLAGS.checkpoint!r} "
-                "(looked for spm.model or a single *.model file); pass --spm_model_file, or export ids only "
-                "(--notext_signatures)."
+                f"--spm_model_file: no SentencePiece model beside --checkpoint={FLAGS.checkpoint!r} (looked for "
+                f"{model_folder.vocabulary_search_text(FLAGS.checkpoint)}); pass --spm_model_file, or export "
+                "ids only (--notext_signatures)."
             )
         if spm is None:
             logging.info("No SentencePiece model: an ids-only export without assets/spm.model%s.",
@@ -98,9 +88,15 @@ def main(argv) -> None:
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required.")
     export = _exporter()
-    if not os.path.exists(FLAGS.checkpoint) and not os.path.exists(FLAGS.checkpoint + ".index"):
+    import tensorflow as tf
+
+    from albert_tf.config import max_seq_length_for
+
+    if not tf.io.gfile.exists(FLAGS.checkpoint) and not tf.io.gfile.exists(FLAGS.checkpoint + ".index"):
         raise FileNotFoundError(f"--checkpoint={FLAGS.checkpoint!r} does not exist.")
     model, spm = _load_model(FLAGS.head)
+    if FLAGS.max_seq_length is not None:  # refused in one line naming the flag, before any export work
+        max_seq_length_for(model.config.max_position_embeddings, FLAGS.max_seq_length, "--max_seq_length")
     settings = dict(head=FLAGS.head, version=FLAGS.version, max_seq_length=FLAGS.max_seq_length, spm_model_file=spm,
                     do_lower_case=FLAGS.do_lower_case, text_signatures=FLAGS.text_signatures,
                     normalization=FLAGS.normalization)

@@ -6,9 +6,13 @@ r"""albert-finetune: fine-tune ALBERT on GLUE, a CSV/TSV/JSONL file, SQuAD, RACE
       --num_train_epochs=3 --do_train --do_eval --do_predict
 
 --init_checkpoint is anything albert_tf.load_checkpoint reads (an
-albert-pretrain output folder, an original TF1 checkpoint, a Hugging Face
-folder); its SentencePiece model is found beside it or given with
---spm_model_file. --albert_config_file instead trains from random weights.
+albert-pretrain output folder, a released google-research folder or its
+model.ckpt-* prefix, a Hugging Face folder); its SentencePiece model is found
+beside it (spm.model, 30k-clean.model, spiece.model, else the only *.model
+file: albert_tf/model_folder.py) or given with --spm_model_file.
+--albert_config_file instead trains from random weights. Without
+--max_seq_length the length is 128, or the model's max_position_embeddings
+when smaller (the demo's model: 64); a larger value is refused in one line.
 
 Tasks: glue/{cola,sst-2,mrpc,sts-b,qqp,mnli,mnli-mm,qnli,rte,wnli} (the GLUE
 TSV layout), csv (data_dir/train.csv, dev.csv[, test.csv] with a header row;
@@ -48,8 +52,11 @@ def options_from_flags(flag_values=FLAGS):
     from albert_tf.tasks.runner import FinetuneOptions
 
     f = flag_values
+    # Not given: None, resolved from the model (runner.resolve_max_seq_length). `present`, not the value:
+    # albert-pretrain and albert-export define the same flag with other defaults in a shared process.
+    max_seq_length = f.max_seq_length if f["max_seq_length"].present else None
     task_options = TaskOptions(
-        max_seq_length=f.max_seq_length, do_lower_case=f.do_lower_case, spm_model_file=f.spm_model_file,
+        max_seq_length=max_seq_length, do_lower_case=f.do_lower_case, spm_model_file=f.spm_model_file,
         text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
         regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length,

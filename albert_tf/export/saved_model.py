@@ -10,13 +10,12 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from albert_tf.config import DEFAULT_MAX_SEQ_LENGTH, max_seq_length_for  # noqa: F401 (exported here too)
 from albert_tf.export.assets import _write_assets
 from albert_tf.export.base import IdsOnlyPacking, has_tokenizer
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
 from albert_tf.export.versions import _choose_version, release_version
 from albert_tf.export.warmup import write_warmup_requests
-
-DEFAULT_MAX_SEQ_LENGTH = 128
 # Frozen weights live in the graph's protocol buffer, which cannot exceed 2 GB.
 FREEZE_WEIGHTS_MAX_BYTES = 1 << 30
 
@@ -197,13 +196,11 @@ def _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, nor
     settings = own.get_config() if own is not None else {}
     limit = model.config.max_position_embeddings
     wanted = {
-        "max_seq_length": max_seq_length or settings.get("max_seq_length") or min(DEFAULT_MAX_SEQ_LENGTH, limit),
+        # 128 capped at the model's positions when neither the caller nor the model says (albert_tf.config).
+        "max_seq_length": max_seq_length_for(limit, max_seq_length or settings.get("max_seq_length")),
         "do_lower_case": settings.get("do_lower_case", True) if do_lower_case is None else bool(do_lower_case),
         "normalization": normalization or settings.get("normalization") or DEFAULT_NORMALIZATION,
     }
-    if wanted["max_seq_length"] > limit:
-        raise ValueError(f"max_seq_length={wanted['max_seq_length']} exceeds the model's "
-                         f"max_position_embeddings={limit}.")
     if spm_model_file is None and own is not None:
         if all(settings.get(key) == value for key, value in wanted.items()):
             return model, own

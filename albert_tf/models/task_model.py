@@ -12,8 +12,6 @@ reported `loss` is the global mean.
 
 from __future__ import annotations
 
-import glob
-import os
 from typing import Dict, Mapping, Optional, Tuple
 
 import keras
@@ -21,14 +19,15 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, max_seq_length_for
 from albert_tf.layers.preprocessor import AlbertTextPreprocessor
 from albert_tf.models.encoder import ENCODER_INPUTS, AlbertEncoder
 from albert_tf.models.length_buckets import pooled_output_in_buckets
+from albert_tf.model_folder import VOCABULARY_NAMES, find_vocabulary
 
 # Names the SentencePiece model may have beside a checkpoint: ours, the
-# original release's, Hugging Face's.
-SPM_MODEL_NAMES = ("spm.model", "30k-clean.model", "spiece.model")
+# original release's, Hugging Face's (the one rule: albert_tf.model_folder).
+SPM_MODEL_NAMES = VOCABULARY_NAMES
 
 
 class OutputProjection(keras.layers.Layer):
@@ -85,14 +84,12 @@ def global_sum(value: tf.Tensor) -> tf.Tensor:
 
 
 def find_spm_model(path: str) -> Optional[str]:
-    """The SentencePiece model beside a checkpoint path (None if there is none)."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    for name in SPM_MODEL_NAMES:
-        candidate = os.path.join(folder, name)
-        if os.path.exists(candidate):
-            return candidate
-    found = sorted(glob.glob(os.path.join(folder, "*.model")))
-    return found[0] if len(found) == 1 else None
+    """The SentencePiece model beside a checkpoint path (None if there is none): `albert_tf.model_folder.find_vocabulary`.
+
+    Args:
+        path: a model folder or a checkpoint prefix.
+    """
+    return find_vocabulary(path)
 
 
 def _is_text(value) -> bool:
@@ -379,8 +376,9 @@ class TaskModel(keras.Model):
         return cls(AlbertConfig(**config.pop("config")), preprocessor=pre, **config)
 
     @classmethod
-    def from_pretrained(cls, path: str, *args, spm_model_file: Optional[str] = None, max_seq_length: int = 128,
-                        do_lower_case: bool = True, dtype=None, **kwargs) -> "TaskModel":
+    def from_pretrained(cls, path: str, *args, spm_model_file: Optional[str] = None,
+                        max_seq_length: Optional[int] = None, do_lower_case: bool = True, dtype=None,
+                        **kwargs) -> "TaskModel":
         """A task model whose encoder starts from a checkpoint; the head is new.
 
         Args:
@@ -389,8 +387,12 @@ class TaskModel(keras.Model):
             *args: the task's own arguments (e.g. num_classes).
             spm_model_file: the SentencePiece model; by default the one beside
                 the checkpoint (spm.model, 30k-clean.model, spiece.model or the
-                only *.model). Without one the model takes ids only.
-            max_seq_length: the preprocessor's longest packed sequence.
+                only *.model: `albert_tf.model_folder`). Without one the model
+                takes ids only.
+            max_seq_length: the preprocessor's longest packed sequence; None:
+                128 capped at the model's max_position_embeddings (as
+                albert-finetune and albert-export); more than the model's
+                positions is refused.
             do_lower_case: lower-case text (as the model was pretrained).
             dtype: optional Keras dtype policy, e.g. "mixed_bfloat16".
             **kwargs: the task's keyword arguments.
@@ -398,7 +400,8 @@ class TaskModel(keras.Model):
         from albert_tf.checkpoints import load_checkpoint
 
         pretrainer = load_checkpoint(path, dtype=dtype)
-        spm_model_file = spm_model_file or find_spm_model(path)
+        max_seq_length = max_seq_length_for(pretrainer.config.max_position_embeddings, max_seq_length)
+        spm_model_file = spm_model_file or find_vocabulary(path)
         preprocessor = None
         if spm_model_file is not None:
             preprocessor = AlbertTextPreprocessor(spm_model_file, max_seq_length=max_seq_length,

@@ -22,7 +22,9 @@ class TaskOptions:
     """Reader and model settings a task needs (the task-specific flags of albert-finetune).
 
     Attributes:
-        max_seq_length: tokens per packed input.
+        max_seq_length: tokens per packed input; None (albert-finetune without
+            --max_seq_length): `run_finetuning` takes the model's, 128 capped
+            at its max_position_embeddings (`resolve_max_seq_length`).
         do_lower_case: lower-case before SentencePiece.
         spm_model_file: the SentencePiece model (readers of id-feature tasks
             tokenize in Python with it; every model carries it in its
@@ -45,7 +47,7 @@ class TaskOptions:
         static_length_step: the step of those lengths.
     """
 
-    max_seq_length: int = 128
+    max_seq_length: Optional[int] = 128
     do_lower_case: bool = True
     spm_model_file: Optional[str] = None
     text_column: str = "text"

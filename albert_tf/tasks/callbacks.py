@@ -89,6 +89,29 @@ class ProgressLogger(keras.callbacks.Callback):
         )
 
 
+class RecordRunSettings(keras.callbacks.Callback):
+    """Calls `record` once, when the run's first training step is done.
+
+    Put it first in the callback list: the run settings are then written
+    before any resume checkpoint or model is, and a run that fails before
+    its first step (a model that does not build, a first step that fails)
+    leaves no settings that would bind its --output_dir.
+
+    Args:
+        record: what to call, e.g. ``lambda: record_run_state(options, settings)``.
+    """
+
+    def __init__(self, record: Callable[[], object]):
+        super().__init__()
+        self._record = record
+        self.recorded = False
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.recorded:
+            self._record()
+            self.recorded = True
+
+
 class ScalarSummaries(keras.callbacks.Callback):
     """TensorBoard scalars: training logs every `log_steps` steps, epoch logs at the end of each epoch.
 

@@ -1,11 +1,14 @@
 """What a resumed fine-tuning run must share with the run that wrote its state.
 
 `run_settings` lists the settings (data, model, schedule, optimizer, reader
-options, the SentencePiece model's checksum); `check_run_state` records them
-in output_dir/finetune_run.json on the first run and refuses, in one line
-naming each difference, a later run of other settings in the same folder.
-A state written by an earlier version (without settings added since) still
-resumes.
+options, the SentencePiece model's checksum); `check_run_state` refuses, in
+one line naming each difference, a run of other settings in a folder whose
+output_dir/finetune_run.json holds a run's settings, and `record_run_state`
+writes them. The runner records them once its first training step is done
+(`albert_tf.tasks.callbacks.RecordRunSettings`), so a run that fails before
+it (a bad checkpoint, a model that does not build) binds nothing: a rerun
+with other settings is taken. A state written by an earlier version (without
+settings added since) still resumes.
 """
 
 from __future__ import annotations
@@ -100,23 +103,51 @@ def _upgraded_run_state(previous: Dict[str, Any]) -> Dict[str, Any]:
     return previous
 
 
-def check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
-    """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
+def check_run_state(options: FinetuneOptions, state: Dict[str, Any], record: bool = True) -> None:
+    """Refuses to resume a run of other settings in the same output_dir.
+
+    Args:
+        options: the run's options (its output_dir).
+        state: `run_settings` of this run.
+        record: also record `state` when the folder holds none (`record_run_state`); the runner passes
+            False and records once the first step is done.
+
+    Raises:
+        ValueError: the folder holds a run of other settings (one line naming each difference).
+    """
+    path = os.path.join(options.output_dir, RUN_STATE_FILE)
+    if not os.path.exists(path):
+        if record:
+            record_run_state(options, state)
+        return
+    with open(path, encoding="utf-8") as f:
+        previous = json.load(f)
+    previous = _upgraded_run_state(previous)
+    keys = sorted(set(state) | set(previous))
+    diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
+            and not (k in SETTINGS_ADDED_LATER and k not in previous)}
+    if diff:
+        raise ValueError(
+            f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "
+            f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in sorted(diff.items()))}); "
+            "use a new --output_dir or the same flags to resume.")
+
+
+def record_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> bool:
+    """Writes this run's settings to output_dir/finetune_run.json unless the folder holds some already.
+
+    Args:
+        options: the run's options (its output_dir).
+        state: `run_settings` of this run.
+
+    Returns:
+        True when this call wrote them.
+    """
     from pipelines.fileio import atomic_write
 
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
     if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
-        previous = _upgraded_run_state(previous)
-        keys = sorted(set(state) | set(previous))
-        diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
-                and not (k in SETTINGS_ADDED_LATER and k not in previous)}
-        if diff:
-            raise ValueError(
-                f"--output_dir={options.output_dir!r} holds a fine-tuning run with other settings "
-                f"({', '.join(f'{k}: {a!r} there, {b!r} now' for k, (a, b) in sorted(diff.items()))}); "
-                "use a new --output_dir or the same flags to resume.")
-        return
+        return False
     with atomic_write(path, "w") as f:
         json.dump(state, f, indent=1, sort_keys=True)
+    return True

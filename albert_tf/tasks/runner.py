@@ -17,7 +17,9 @@ writes the results:
 Running the same options again after an interruption resumes from the last
 resume checkpoint (every --save_checkpoints_steps steps and at each epoch end)
 at the exact data position; a finished run is not trained again, and other
-settings in the same output_dir are refused (`run_settings`).
+settings in the same output_dir are refused (`run_settings`) once a run there
+has trained its first step. Without --max_seq_length the length is the
+model's (`resolve_max_seq_length`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from absl import logging
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions
 from albert_tf.tasks.run_state import (  # noqa: F401 (the runner's names since they were written)
-    RUN_STATE_FILE, SETTINGS_ADDED_LATER, file_sha256, resolved_adam_epsilon, run_settings)
+    RUN_STATE_FILE, SETTINGS_ADDED_LATER, file_sha256, record_run_state, resolved_adam_epsilon, run_settings)
 from albert_tf.tasks.run_state import check_run_state as _check_run_state
 
 EVAL_RESULTS_FILE = "eval_results.txt"
@@ -152,31 +154,40 @@ class FinetuneOptions:
                 "fine-tune on one host (--strategy=mirrored for several GPUs).")
         if self.task_options.static_length_step < 1:
             raise ValueError(f"--static_length_step must be positive, got {self.task_options.static_length_step!r}.")
-        if self.task_options.max_seq_length < 8:
+        if self.task_options.max_seq_length is not None and self.task_options.max_seq_length < 8:
             raise ValueError(f"--max_seq_length must be at least 8, got {self.task_options.max_seq_length!r}.")
 
 
 # ------------------------------------------------------------------ helpers
 def find_spm_model(options: FinetuneOptions) -> str:
-    """The SentencePiece model: --spm_model_file, else spm.model beside the checkpoint or in output_dir."""
-    from albert_tf.checkpoints import SPM_MODEL_FILENAME
+    """The SentencePiece model: --spm_model_file, else the one of the --init_checkpoint folder, else
+    the one in output_dir (a resumed or evaluation-only run), found by `albert_tf.model_folder.find_vocabulary`.
+
+    Args:
+        options: the run's options.
+
+    Raises:
+        FileNotFoundError: --spm_model_file does not exist, or no folder holds one (one line naming
+            what was looked for, and where).
+    """
+    import tensorflow as tf
+
+    from albert_tf import model_folder
 
     given = options.task_options.spm_model_file
     if given:
-        if not os.path.exists(given):
+        if not tf.io.gfile.exists(given):
             raise FileNotFoundError(f"--spm_model_file={given!r} does not exist.")
         return given
-    candidates = []
-    if options.init_checkpoint:
-        folder = options.init_checkpoint if os.path.isdir(options.init_checkpoint) else os.path.dirname(
-            options.init_checkpoint)
-        candidates.append(os.path.join(folder, SPM_MODEL_FILENAME))
-    candidates.append(os.path.join(options.output_dir, SPM_MODEL_FILENAME))
-    for path in candidates:
-        if os.path.exists(path):
-            return path
+    folders = [options.init_checkpoint] if options.init_checkpoint else []
+    folders.append(options.output_dir)
+    for folder in folders:
+        found = model_folder.find_vocabulary(folder)
+        if found is not None:
+            return found
     raise FileNotFoundError(
-        f"No SentencePiece model: give --spm_model_file (looked for {', '.join(map(repr, candidates))}).")
+        "No SentencePiece model: give --spm_model_file (looked for "
+        f"{' and for '.join(model_folder.vocabulary_search_text(f) for f in folders)}).")
 
 
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
@@ -354,6 +365,40 @@ def _model_config(options: FinetuneOptions):
     return None
 
 
+def resolve_max_seq_length(options: FinetuneOptions, saved_model=None) -> int:
+    """--max_seq_length, or the model's length when it is not given (None), checked against the model's positions.
+
+    The rule of `albert_tf.config.max_seq_length_for` (also from_pretrained's and albert-export's): not
+    given, 128 capped at max_position_embeddings (the demo's model: 64); an evaluation-only run takes
+    the saved model's own length. A larger value than the model's positions is refused in one line
+    here, never by a TensorFlow assertion in the first step.
+
+    Args:
+        options: the run's options (`task_options.max_seq_length` None: not given).
+        saved_model: the task model an evaluation-only run loaded from output_dir; None when training.
+
+    Raises:
+        ValueError: the length exceeds the model's max_position_embeddings (naming the flag and both numbers).
+    """
+    from albert_tf import model_folder
+    from albert_tf.config import max_seq_length_for
+
+    requested = options.task_options.max_seq_length
+    if saved_model is not None:
+        positions = saved_model.config.max_position_embeddings
+        if requested is None:
+            requested = saved_model.task_config.get("max_seq_length")
+    else:
+        config = _model_config(options) or model_folder.model_config(options.init_checkpoint)
+        positions = config.max_position_embeddings
+    length = max_seq_length_for(positions, requested, "--max_seq_length")
+    if options.task_options.max_seq_length is None:
+        logging.info("--max_seq_length not given: %d (%s, the model has %d positions).", length,
+                     "the saved model's" if saved_model is not None and requested is not None
+                     else "128 capped at the model's positions", positions)
+    return length
+
+
 # ------------------------------------------------------------------ stages
 def _train(task, options, strategy, train_data, dev_data, spm_model_file, precision) -> Any:
     import albert_tf
@@ -364,7 +409,8 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
     schedule = training_schedule(task.num_examples(train_data), options)
     _check_static_batches(task, options, strategy.num_replicas_in_sync, train_data)
     per_pass = task.batches_per_pass(train_data, options.train_batch_size)
-    _check_run_state(options, run_settings(options, task, schedule, precision))
+    settings = run_settings(options, task, schedule, precision)
+    _check_run_state(options, settings, record=False)  # recorded once the first step is done (below)
     logging.info("Training %s on %d examples (%d batches a pass): %d steps (%d epoch(s) of %d, the last %d), "
                  "%d warmup, batch %d, %d replica(s).", task.name, task.num_examples(train_data), per_pass,
                  schedule["total_steps"], schedule["epochs"], schedule["steps_per_epoch"],
@@ -381,7 +427,8 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
         albert_tf.save_task_model(m, options.output_dir, spm_model_file=spm_model_file)
 
     summaries = cb.ScalarSummaries(options.output_dir, options.log_steps)
-    callbacks = [cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
+    callbacks = [cb.RecordRunSettings(lambda: record_run_state(options, settings)),  # first: before any save
+                 cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
     if dev_data is not None:
         callbacks.append(cb.BestOnDev(lambda m: task.evaluate(m, dev_data, options.eval_batch_size),
                                       task.selection_metric, save, options.output_dir, summaries,
@@ -442,6 +489,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     os.makedirs(options.output_dir, exist_ok=True)
     task_options = options.task_options
     task_options.spm_model_file = find_spm_model(options)
+    if options.do_train:  # an evaluation-only run takes the saved model's, once loaded
+        task_options.max_seq_length = resolve_max_seq_length(options)
     task = task or get_task(options.task, task_options)
     # Seed before building any tokenizer (tf-keras-notes: seeding afterwards
     # invalidates SentencePiece kernels).
@@ -465,6 +514,7 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                     "without --do_train, --do_eval/--do_predict use the model a training run saved there.")
             with strategy.scope():
                 model = _for_inference(albert_tf.load_task_model(options.output_dir), options)
+            task_options.max_seq_length = resolve_max_seq_length(options, saved_model=model)
             task.adopt_saved_model(model.task_config)
         train_data = task.read(options.data_dir, "train") if options.do_train else None
         dev_data = task.read(options.data_dir, "dev") if (options.do_eval or options.do_train) else None

@@ -11,26 +11,28 @@ from tests.pipelines.conftest import write_corpus
 SPM_VOCAB_SIZE = 120
 
 
-_TRAINED_SPM = {}  # file suffix -> bytes of the tiny model, trained once per process
+_TRAINED_SPM = {}  # vocab_size -> {file suffix: bytes} of the tiny model, trained once per process
 
 
-def train_tiny_spm(folder: str) -> str:
-    """A 120-piece SentencePiece model with the ALBERT special ids, as `folder`/sp.model (+ sp.vocab, corpus.txt).
+def train_tiny_spm(folder: str, vocab_size: int = SPM_VOCAB_SIZE, name: str = "sp") -> str:
+    """A SentencePiece model (120 pieces by default; 50 for the golden fixtures' models) with the ALBERT special ids,
+    as `folder`/`name`.model (+ .vocab, and corpus.txt).
 
-    Trained once per process (about 1 s) and copied into each later `folder`: the corpus and the seed are fixed,
-    so every caller gets the same model in a folder of its own.
+    Trained once per process and size (about 1 s) and copied into each later `folder`: the corpus and the seed are
+    fixed, so every caller gets the same model in a folder of its own.
     """
     from pipelines import tokenizer
 
     corpus = write_corpus(os.path.join(folder, "corpus.txt"), num_docs=60)
-    prefix = os.path.join(folder, "sp")
-    if not _TRAINED_SPM:
-        path = tokenizer.train_sentencepiece([corpus], prefix, vocab_size=SPM_VOCAB_SIZE, seed=1)
+    prefix = os.path.join(folder, name)
+    if vocab_size not in _TRAINED_SPM:
+        path = tokenizer.train_sentencepiece([corpus], prefix, vocab_size=vocab_size, seed=1)
+        _TRAINED_SPM[vocab_size] = {}
         for suffix in (".model", ".vocab"):
             with open(prefix + suffix, "rb") as f:
-                _TRAINED_SPM[suffix] = f.read()
+                _TRAINED_SPM[vocab_size][suffix] = f.read()
         return path
-    for suffix, content in _TRAINED_SPM.items():
+    for suffix, content in _TRAINED_SPM[vocab_size].items():
         with open(prefix + suffix, "wb") as f:
             f.write(content)
     return prefix + ".model"
