@@ -161,14 +161,28 @@ def assign_by_name(
 
 
 # --------------------------------------------------------------- original TF1
+def checkpoint_reader(prefix: str):
+    """The reader of the TF checkpoint `prefix` (e.g. run/ckpt-4).
+
+    Not tf.train.load_checkpoint / list_variables: they first ask the file
+    system whether `prefix` is a folder, which ram:// answers yes for any
+    prefix of a file name, and then look for a `checkpoint` file in it.
+    """
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def checkpoint_variable_names(prefix: str) -> List[str]:
+    """The variable names a TF checkpoint prefix holds, sorted."""
+    return sorted(checkpoint_reader(prefix).get_variable_to_shape_map())
+
+
 def _read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_reader(prefix)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
 def _is_original_checkpoint(prefix: str) -> bool:
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    return any(name.startswith("bert/") for name in names)
+    return any(name.startswith("bert/") for name in checkpoint_variable_names(prefix))
 
 
 # --------------------------------------------------------------- Hugging Face
@@ -253,16 +267,25 @@ def _hf_to_original_name(key: str) -> Optional[Tuple[str, bool]]:
 _HF_REDUNDANT = re.compile(r"(position_ids$|^predictions\.decoder\.(weight|bias)$)")
 
 
+def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
+    """A safetensors file, local or remote: safetensors' load_file takes local
+    paths only, so the bytes come through gfile."""
+    from safetensors.numpy import load  # local import: only these paths need it
+
+    from pipelines.fileio import read_bytes
+
+    return load(read_bytes(path))
+
+
 def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
-    from safetensors.numpy import load_file  # local import: only this path needs it
+    from pipelines.fileio import read_json
 
     config_path = os.path.join(folder, "config.json")
-    with open(config_path, encoding="utf-8") as f:
-        try:
-            config = config_from_hf(json.load(f))
-        except ValueError as e:
-            raise ValueError(f"{config_path}: {e}") from None
-    tensors = load_file(os.path.join(folder, "model.safetensors"))
+    try:
+        config = config_from_hf(read_json(config_path))
+    except ValueError as e:
+        raise ValueError(f"{config_path}: {e}") from None
+    tensors = _read_safetensors(os.path.join(folder, "model.safetensors"))
     values: Dict[str, np.ndarray] = {}
     unused: List[str] = []
     for key, array in tensors.items():
@@ -281,10 +304,17 @@ def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
 
 
 # -------------------------------------------------------------------- loading
+def is_checkpoint_folder(path: str) -> bool:
+    """Whether `path` (local or a URL) is a folder, not a checkpoint prefix
+    such as `run/ckpt-2`: some file systems (ram://) call every prefix of a
+    file name a folder, so a prefix with an .index file is never one."""
+    return tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index")
+
+
 def _config_next_to(path: str) -> AlbertConfig:
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    folder = path if is_checkpoint_folder(path) else os.path.dirname(path)
     config_path = os.path.join(folder, CONFIG_FILENAME)
-    if not os.path.exists(config_path):
+    if not tf.io.gfile.exists(config_path):
         raise FileNotFoundError(
             f"No {CONFIG_FILENAME} next to checkpoint {path!r}; pass config=AlbertConfig(...) to load_checkpoint."
         )
@@ -292,7 +322,7 @@ def _config_next_to(path: str) -> AlbertConfig:
 
 
 def _checkpoint_prefix(path: str) -> Optional[str]:
-    if os.path.isdir(path):
+    if is_checkpoint_folder(path):
         return tf.train.latest_checkpoint(path)
     if tf.io.gfile.exists(path + ".index"):
         return path
@@ -333,16 +363,15 @@ def load_checkpoint_with_report(path: str, config: Optional[AlbertConfig] = None
     if not tf.io.gfile.exists(path) and not tf.io.gfile.exists(path + ".index"):
         raise FileNotFoundError(f"Checkpoint path {path!r} does not exist.")
     kwargs = {} if dtype is None else {"dtype": dtype}
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, "model.safetensors")):
+    is_folder = is_checkpoint_folder(path)
+    if is_folder and tf.io.gfile.exists(os.path.join(path, "model.safetensors")):
         hf_config, values = _read_hf_folder(path)
         model = AlbertPretrainer(hf_config, **kwargs)
         return model, assign_by_name(model, values, source=path)
-    if os.path.isdir(path) and os.path.exists(os.path.join(path, WEIGHTS_FILENAME)):
-        from safetensors.numpy import load_file
-
+    if is_folder and tf.io.gfile.exists(os.path.join(path, WEIGHTS_FILENAME)):
         weights = os.path.join(path, WEIGHTS_FILENAME)
         model = AlbertPretrainer(config or _config_next_to(path), **kwargs)
-        return model, assign_by_name(model, load_file(weights), source=weights)
+        return model, assign_by_name(model, _read_safetensors(weights), source=weights)
     prefix = _checkpoint_prefix(path)
     if prefix is None:
         raise ValueError(
@@ -416,7 +445,7 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
 
     from pipelines.fileio import atomic_copy, atomic_write
 
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
     with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
         f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing})))
@@ -424,7 +453,7 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     if spm_model_file:
         atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))
         vocab = os.path.splitext(spm_model_file)[0] + ".vocab"
-        if os.path.exists(vocab):
+        if tf.io.gfile.exists(vocab):
             atomic_copy(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
     return output_dir
 
@@ -580,7 +609,7 @@ def save_huggingface(model: AlbertPretrainer, output_dir: str, spm_model_file: O
     has_sop = "sop_classifier.classifier.weight" in tensors
     architecture = ("AlbertForPreTraining" if has_mlm and has_sop else "AlbertForMaskedLM" if has_mlm
                     else "AlbertModel")
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     with atomic_write(os.path.join(output_dir, HF_WEIGHTS_FILENAME), "wb") as f:
         f.write(save(tensors, metadata={"format": "pt"}))  # transformers expects "pt"
     with atomic_write(os.path.join(output_dir, HF_CONFIG_FILENAME), "w") as f:

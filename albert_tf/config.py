@@ -231,7 +231,7 @@ class AlbertConfig:
         """Reads an albert_config.json (the original's format); errors name the file.
 
         Args:
-            path: the JSON file.
+            path: the JSON file, local or a URL tf.io.gfile reads (gs://...).
 
         Returns:
             The config.
@@ -239,11 +239,9 @@ class AlbertConfig:
         Example:
         >>> AlbertConfig.from_json_file("albert_base/albert_config.json")  # doctest: +SKIP
         """
-        with open(path, encoding="utf-8") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path} is not valid JSON: {e}") from e
+        from pipelines.fileio import read_json  # gfile: the config may lie in gs:// next to a checkpoint
+
+        values = read_json(path)
         if not isinstance(values, dict):
             raise ValueError(f"{path} must hold a JSON object, got {type(values).__name__}.")
         try:

@@ -42,8 +42,10 @@ def _define_flags() -> None:
 
 
 def _find_spm_model(path: str):
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    candidates = sorted(f for f in os.listdir(folder or ".") if f.endswith(".model"))
+    import tensorflow as tf  # gfile: the checkpoint may be a gs:// folder
+
+    folder = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
+    candidates = sorted(f for f in tf.io.gfile.listdir(folder or ".") if f.endswith(".model"))
     return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
 
 

@@ -41,11 +41,16 @@ _PRETRAINED_HEADS = ("encoder", "pretrainer")
 
 def find_spm_model(checkpoint: str) -> Optional[str]:
     """spm.model, or the only *.model file, in the checkpoint's folder (None if neither)."""
-    folder = checkpoint if os.path.isdir(checkpoint) else os.path.dirname(checkpoint)
+    import tensorflow as tf  # gfile: the checkpoint may be a gs:// folder
+
+    from albert_tf.checkpoints import is_checkpoint_folder
+
+    folder = checkpoint if is_checkpoint_folder(checkpoint) else os.path.dirname(checkpoint)
     folder = folder or "."
-    if os.path.exists(os.path.join(folder, "spm.model")):
+    if tf.io.gfile.exists(os.path.join(folder, "spm.model")):
         return os.path.join(folder, "spm.model")
-    candidates = sorted(f for f in os.listdir(folder) if f.endswith(".model")) if os.path.isdir(folder) else []
+    candidates = (sorted(f for f in tf.io.gfile.listdir(folder) if f.endswith(".model"))
+                  if tf.io.gfile.isdir(folder) else [])
     return os.path.join(folder, candidates[0]) if len(candidates) == 1 else None
 
 
@@ -98,7 +103,9 @@ def main(argv) -> None:
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required.")
     export = _exporter()
-    if not os.path.exists(FLAGS.checkpoint) and not os.path.exists(FLAGS.checkpoint + ".index"):
+    import tensorflow as tf
+
+    if not tf.io.gfile.exists(FLAGS.checkpoint) and not tf.io.gfile.exists(FLAGS.checkpoint + ".index"):
         raise FileNotFoundError(f"--checkpoint={FLAGS.checkpoint!r} does not exist.")
     model, spm = _load_model(FLAGS.head)
     settings = dict(head=FLAGS.head, version=FLAGS.version, max_seq_length=FLAGS.max_seq_length, spm_model_file=spm,

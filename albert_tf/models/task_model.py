@@ -12,7 +12,6 @@ reported `loss` is the global mean.
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Dict, Mapping, Optional, Tuple
 
@@ -86,12 +85,12 @@ def global_sum(value: tf.Tensor) -> tf.Tensor:
 
 def find_spm_model(path: str) -> Optional[str]:
     """The SentencePiece model beside a checkpoint path (None if there is none)."""
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    folder = path if tf.io.gfile.isdir(path) else os.path.dirname(path)
     for name in SPM_MODEL_NAMES:
         candidate = os.path.join(folder, name)
-        if os.path.exists(candidate):
+        if tf.io.gfile.exists(candidate):
             return candidate
-    found = sorted(glob.glob(os.path.join(folder, "*.model")))
+    found = sorted(tf.io.gfile.glob(os.path.join(folder, "*.model")))
     return found[0] if len(found) == 1 else None
 
 

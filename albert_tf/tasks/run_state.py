@@ -25,8 +25,10 @@ def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[st
                  precision: str) -> Dict[str, Any]:
     """What a resumed run must share with the run that wrote the state: the
     data, model, schedule, optimizer and every reader setting of the task."""
+    from pipelines.fileio import absolute
+
     o, t = options, options.task_options
-    state = {"task": task.name, "data_dir": os.path.abspath(o.data_dir), "init_checkpoint": o.init_checkpoint,
+    state = {"task": task.name, "data_dir": absolute(o.data_dir), "init_checkpoint": o.init_checkpoint,
              "albert_config_file": o.albert_config_file, "train_batch_size": o.train_batch_size,
              "learning_rate": o.learning_rate, "seed": o.seed, "layerwise_lr_decay": o.layerwise_lr_decay,
              "weight_decay_rate": o.weight_decay_rate, "dropout": t.dropout_rate,
@@ -102,12 +104,13 @@ def _upgraded_run_state(previous: Dict[str, Any]) -> Dict[str, Any]:
 
 def check_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> None:
     """Refuses to resume a run of other settings in the same output_dir; records this run's settings."""
-    from pipelines.fileio import atomic_write
+    import tensorflow as tf
+
+    from pipelines.fileio import atomic_write, read_json
 
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            previous = json.load(f)
+    if tf.io.gfile.exists(path):
+        previous = read_json(path)
         previous = _upgraded_run_state(previous)
         keys = sorted(set(state) | set(previous))
         diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
