@@ -166,14 +166,28 @@ def assign_by_name(
 
 
 # --------------------------------------------------------------- original TF1
+def checkpoint_reader(prefix: str):
+    """The reader of the TF checkpoint `prefix` (e.g. run/ckpt-4).
+
+    Not tf.train.load_checkpoint / list_variables: they first ask the file
+    system whether `prefix` is a folder, which ram:// answers yes for any
+    prefix of a file name, and then look for a `checkpoint` file in it.
+    """
+    return tf.compat.v1.train.NewCheckpointReader(prefix)
+
+
+def checkpoint_variable_names(prefix: str) -> List[str]:
+    """The variable names a TF checkpoint prefix holds, sorted."""
+    return sorted(checkpoint_reader(prefix).get_variable_to_shape_map())
+
+
 def _read_tf1_checkpoint(prefix: str) -> Dict[str, np.ndarray]:
-    reader = tf.train.load_checkpoint(prefix)
+    reader = checkpoint_reader(prefix)
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
 def _is_original_checkpoint(prefix: str) -> bool:
-    names = [name for name, _ in tf.train.list_variables(prefix)]
-    return any(name.startswith("bert/") for name in names)
+    return any(name.startswith("bert/") for name in checkpoint_variable_names(prefix))
 
 
 # --------------------------------------------------------------- Hugging Face
@@ -280,7 +294,8 @@ def _read_hf_folder(folder: str) -> Tuple[AlbertConfig, Dict[str, np.ndarray]]:
 
 # -------------------------------------------------------------------- loading
 def _read_safetensors(path: str) -> Dict[str, np.ndarray]:
-    """A safetensors file's arrays, read through tf.io.gfile (gs:// and ram:// work)."""
+    """A safetensors file's arrays, read through tf.io.gfile (gs:// and ram:// work): safetensors' load_file takes
+    local paths only."""
     from safetensors.numpy import load  # local import: only this path needs it
 
     with tf.io.gfile.GFile(path, "rb") as f:
@@ -393,7 +408,7 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
 
     from pipelines.fileio import atomic_copy, atomic_write
 
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
     with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
         f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing})))
@@ -401,7 +416,7 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     if spm_model_file:
         atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))
         vocab = os.path.splitext(spm_model_file)[0] + ".vocab"
-        if os.path.exists(vocab):
+        if tf.io.gfile.exists(vocab):
             atomic_copy(vocab, os.path.join(output_dir, SPM_VOCAB_FILENAME))
     return output_dir
 
@@ -557,7 +572,7 @@ def save_huggingface(model: AlbertPretrainer, output_dir: str, spm_model_file: O
     has_sop = "sop_classifier.classifier.weight" in tensors
     architecture = ("AlbertForPreTraining" if has_mlm and has_sop else "AlbertForMaskedLM" if has_mlm
                     else "AlbertModel")
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     with atomic_write(os.path.join(output_dir, HF_WEIGHTS_FILENAME), "wb") as f:
         f.write(save(tensors, metadata={"format": "pt"}))  # transformers expects "pt"
     with atomic_write(os.path.join(output_dir, HF_CONFIG_FILENAME), "w") as f:

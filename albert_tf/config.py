@@ -231,7 +231,7 @@ class AlbertConfig:
         """Reads an albert_config.json (the original's format); errors name the file.
 
         Args:
-            path: the JSON file.
+            path: the JSON file, local or a URL tf.io.gfile reads (gs://...).
 
         Returns:
             The config.
@@ -239,8 +239,9 @@ class AlbertConfig:
         Example:
         >>> AlbertConfig.from_json_file("albert_base/albert_config.json")  # doctest: +SKIP
         """
-        with open(path, encoding="utf-8") as f:
-            values = json_object(f.read(), path)
+        from pipelines.fileio import read_text  # gfile: the config may lie in gs:// next to a checkpoint
+
+        values = json_object(read_text(path), path)
         try:
             return cls.from_dict(values)
         except ValueError as e:

@@ -83,7 +83,9 @@ def folder_of(path: str) -> str:
     >>> folder_of("albert_base/model.ckpt-best")
     'albert_base'
     """
-    if tf.io.gfile.isdir(path):
+    # A prefix with an .index file is never a folder: some file systems (ram://) call every prefix of a file name
+    # a folder.
+    if tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):
         return path
     return os.path.dirname(path) or "."
 
@@ -171,7 +173,7 @@ def find_weights(path: str) -> tuple:
         ValueError: the folder holds no weights this library reads, or several
             candidates (one line naming them).
     """
-    if tf.io.gfile.exists(path + ".index") and not tf.io.gfile.isdir(path):
+    if tf.io.gfile.exists(path + ".index"):  # a prefix (ram:// calls it a folder too: the .index decides)
         return path, TF_CHECKPOINT
     if not tf.io.gfile.isdir(path):
         raise FileNotFoundError(f"Checkpoint path {path!r} does not exist (neither a folder nor a prefix with "

@@ -1,4 +1,11 @@
-"""File writes that never leave a half-written file behind.
+"""File access for user paths, local or remote, and writes that never leave a
+half-written file behind.
+
+Every user path (a config, checkpoint folder, run state, result file) may be a
+URL of any file system TensorFlow knows (gs://, s3://, hdfs://, ram://), so the
+library reads and tests it through `tf.io.gfile`, never `open()` or `os.path`:
+`read_text`, `read_bytes`, `read_json`, `makedirs` and `absolute` below.
+tests/albert_tf/test_remote_paths.py scans the code for the local-only calls.
 
 Every file the project writes for others to read (configs, results, shards,
 manifests, copied vocabularies) goes through `atomic_write`: the content is
@@ -18,10 +25,55 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
-from typing import Iterator, IO
+from typing import Any, Iterator, IO
 
 import tensorflow as tf
+
+
+def is_url(path: str) -> bool:
+    """Whether `path` names a file system by scheme (gs://bucket/x), not a local file."""
+    return "://" in path
+
+
+def absolute(path: str) -> str:
+    """`path` made absolute when local; a URL is kept as given (os.path.abspath
+    would turn gs://bucket into CWD/gs:/bucket)."""
+    return path if is_url(path) else os.path.abspath(path)
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of a local or remote file.
+
+    Raises:
+        FileNotFoundError: when there is no such file (as `open()` raises, so
+            callers need not know TensorFlow's NotFoundError).
+    """
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
+
+
+def read_text(path: str) -> str:
+    """The UTF-8 text of a local or remote file (FileNotFoundError when missing)."""
+    return read_bytes(path).decode("utf-8")
+
+
+def read_json(path: str) -> Any:
+    """A local or remote JSON file; invalid JSON is a ValueError naming the file."""
+    try:
+        return json.loads(read_text(path))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from e
+
+
+def makedirs(path: str) -> None:
+    """Creates a local or remote folder and its parents (nothing when it exists)."""
+    tf.io.gfile.makedirs(path)
 
 
 def temporary_path(path: str) -> str:
@@ -60,9 +112,8 @@ def atomic_write(path: str, mode: str = "w") -> Iterator[IO]:
 
 def atomic_copy(src: str, dst: str) -> None:
     """Copies `src` to `dst` atomically (nothing to do when they are one file)."""
-    if os.path.abspath(src) == os.path.abspath(dst):
+    if absolute(src) == absolute(dst):
         return
-    with tf.io.gfile.GFile(src, "rb") as f:
-        data = f.read()
+    data = read_bytes(src)
     with atomic_write(dst, "wb") as f:
         f.write(data)

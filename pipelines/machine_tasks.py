@@ -38,7 +38,7 @@ import os
 import random
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from pipelines.fileio import atomic_write
+from pipelines.fileio import atomic_write, makedirs, read_text
 
 Document = Tuple[str, List[str]]
 SAME, DIFFERENT = "same", "different"
@@ -212,7 +212,7 @@ def write_task(output_dir: str, examples: Dict[str, Sequence[tuple]]) -> Dict[st
     >>> info["train_examples"], info["dev_labels"]
     (2, {'x': 1})
     """
-    os.makedirs(output_dir, exist_ok=True)
+    makedirs(output_dir)
     summary: Dict[str, object] = {}
     for split, rows in examples.items():
         path = os.path.join(output_dir, f"{split}.jsonl")
@@ -244,10 +244,11 @@ def read_task(output_dir: str) -> Dict[str, List[tuple]]:
     out: Dict[str, List[tuple]] = {}
     for split in ("train", "dev", "test"):
         path = os.path.join(output_dir, f"{split}.jsonl")
-        if not os.path.exists(path):
+        try:
+            text = read_text(path)
+        except FileNotFoundError:  # test is optional
             continue
-        with open(path, encoding="utf-8") as f:
-            records = [json.loads(line) for line in f if line.strip()]
+        records = [json.loads(line) for line in text.splitlines() if line.strip()]
         out[split] = [(r["text"], r["text_b"], r["label"]) if "text_b" in r else (r["text"], r["label"])
                       for r in records]
     return out

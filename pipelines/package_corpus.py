@@ -174,7 +174,7 @@ def write_package_corpus(output_dir: str, heldout_fraction: float = 0.1, seed: i
     """
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}.")
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     paths = {"train": os.path.join(output_dir, "train.txt"), "eval": os.path.join(output_dir, "eval.txt")}
     counts: Dict[str, object] = {"train_documents": 0, "eval_documents": 0, "train_sentences": 0,
                                  "eval_sentences": 0, "duplicate_sentences": 0}

@@ -119,7 +119,7 @@ def write_stdlib_corpus(
     """
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction must be in (0, 1), got {heldout_fraction!r}.")
-    os.makedirs(output_dir, exist_ok=True)
+    fileio.makedirs(output_dir)
     paths = {"train": os.path.join(output_dir, "train.txt"), "eval": os.path.join(output_dir, "eval.txt")}
     counts = {"train_documents": 0, "eval_documents": 0, "train_sentences": 0, "eval_sentences": 0}
     # Both files appear together or not at all (a failure removes both temporaries).

@@ -198,7 +198,9 @@ def write_stdlib_topic_task(output_dir: str, *, max_train_examples: Optional[int
     """
     import os
 
-    os.makedirs(output_dir, exist_ok=True)
+    from pipelines.fileio import makedirs
+
+    makedirs(output_dir)
     examples = build_stdlib_topic_task(**kwargs)
     seed = kwargs.get("seed", 12345)
     examples["train"] = subsample(examples["train"], max_train_examples, seed)

@@ -376,6 +376,9 @@ def train_sentencepiece(input_files: Sequence[str], model_prefix: str, vocab_siz
     """
     import sentencepiece as spm
 
+    if "://" in model_prefix:  # else os.makedirs would make a local folder named "gs:"
+        raise ValueError(f"model_prefix={model_prefix!r}: SentencePiece's trainer writes local files only; "
+                         "train into a local folder and copy the .model and .vocab files.")
     files = expand_input_patterns(input_files)
     out_dir = os.path.dirname(os.path.abspath(model_prefix))
     os.makedirs(out_dir, exist_ok=True)

@@ -74,7 +74,9 @@ def _folder_written(error: BaseException, candidates: Sequence[str]) -> Optional
             paths.append(str(link.filename))
         paths.extend(_PATH_IN_MESSAGE.findall(_message(link)))
     for folder in candidates:
-        root = os.path.abspath(folder) if "://" not in folder else folder
+        from pipelines.fileio import absolute  # a URL as given, a local folder made absolute
+
+        root = absolute(folder)
         for path in paths:
             if path.startswith(root.rstrip("/") + "/") or path == root:
                 return folder

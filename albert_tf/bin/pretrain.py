@@ -74,7 +74,9 @@ def _model_config():
     if FLAGS.preset:
         return (albert_tf.AlbertConfig.from_preset(FLAGS.preset),
                 f"--preset={FLAGS.preset}")
-    if not os.path.exists(FLAGS.albert_config_file):
+    import tensorflow as tf  # gfile: the config may be a gs:// URL
+
+    if not tf.io.gfile.exists(FLAGS.albert_config_file):
         raise app.UsageError(
             f"--albert_config_file={FLAGS.albert_config_file!r} does not exist.")
     return (albert_tf.AlbertConfig.from_json_file(FLAGS.albert_config_file),
@@ -89,9 +91,11 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
     """
     import sentencepiece
 
+    from pipelines.fileio import read_bytes  # sentencepiece's model_file reads local paths only
+
     try:
         pieces = sentencepiece.SentencePieceProcessor(
-            model_file=spm_model_file).get_piece_size()
+            model_proto=read_bytes(spm_model_file)).get_piece_size()
     except (RuntimeError, OSError) as e:
         raise ValueError(
             f"--spm_model_file={spm_model_file} is not a SentencePiece model "
@@ -105,6 +109,8 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
 
 def _check_files(config, config_source: str) -> str:
     """The shards against their manifests and the vocabulary against the config; returns the eval pattern."""
+    import tensorflow as tf
+
     from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
 
     if FLAGS.do_train:
@@ -117,7 +123,7 @@ def _check_files(config, config_source: str) -> str:
     elif FLAGS.do_eval:
         _check_input(eval_pattern, "eval_input_file")
     if FLAGS.spm_model_file:
-        if not os.path.exists(FLAGS.spm_model_file):
+        if not tf.io.gfile.exists(FLAGS.spm_model_file):
             raise app.UsageError(
                 f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
         check_vocabulary(FLAGS.spm_model_file, config.vocab_size,

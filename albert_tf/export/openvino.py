@@ -160,14 +160,60 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         tmp_dir = os.path.join(work, "ir")
         ov.save_model(ir, os.path.join(tmp_dir, MODEL_FILE), compress_to_fp16=False)
         openvino_graph.copy_assets(saved, tmp_dir, text_input=text_signatures, pack_tokens=pack_tokens)
-        os.makedirs(export_dir, exist_ok=True)
-        if os.path.exists(final_dir):
-            raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
-        shutil.move(tmp_dir, final_dir)
+        publish_folder(tmp_dir, final_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         release_version(export_dir, version)  # the folder is in place (or the export failed)
     return final_dir
+
+
+def publish_folder(local_dir: str, final_dir: str) -> None:
+    """Moves the finished local folder `local_dir` to `final_dir`, local or a
+    URL (gs://...). OpenVINO writes local files only, so a remote export is
+    first copied through tf.io.gfile into a hidden temporary folder, then its
+    files are renamed into `final_dir` one by one with model.xml last, so a
+    server that finds model.xml finds the whole model (object stores rename a
+    folder file by file anyway).
+
+    Raises:
+        FileExistsError: `final_dir` exists (another export took the version).
+
+    Example:
+    >>> import tempfile
+    >>> import tensorflow as tf
+    >>> src = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(src, MODEL_FILE), "w").write("<net/>")
+    >>> publish_folder(src, "ram://doctest-openvino/1")
+    >>> tf.io.gfile.listdir("ram://doctest-openvino/1")
+    ['model.xml']
+    """
+    import uuid
+
+    import tensorflow as tf
+
+    parent = os.path.dirname(final_dir.rstrip("/"))
+    tf.io.gfile.makedirs(parent)
+    if tf.io.gfile.exists(final_dir):
+        raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
+    if "://" not in final_dir:
+        shutil.move(local_dir, final_dir)
+        return
+    staging = os.path.join(parent, f".tmp-{os.path.basename(final_dir)}-{uuid.uuid4().hex[:8]}")
+    names = sorted((os.path.relpath(os.path.join(root, name), local_dir)  # this process's temporary folder
+                    for root, _, files in os.walk(local_dir) for name in files),
+                   key=lambda name: (name == MODEL_FILE, name))
+    try:
+        for name in names:
+            tf.io.gfile.makedirs(os.path.dirname(os.path.join(staging, name)))
+            tf.io.gfile.copy(os.path.join(local_dir, name), os.path.join(staging, name))
+        for name in names:
+            tf.io.gfile.makedirs(os.path.dirname(os.path.join(final_dir, name)))
+            tf.io.gfile.rename(os.path.join(staging, name), os.path.join(final_dir, name))
+    finally:
+        try:
+            tf.io.gfile.rmtree(staging)
+        except tf.errors.OpError:  # already empty; some file systems keep no folder objects
+            pass
 
 
 @contextlib.contextmanager

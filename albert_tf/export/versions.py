@@ -69,15 +69,18 @@ def reserve_version(export_dir: str, attempts: int = 1000) -> int:
     """
     if "://" in export_dir and not export_dir.startswith("file://"):
         return next_version(export_dir)
-    os.makedirs(export_dir, exist_ok=True)
+    # Local semantics on purpose: os.mkdir is atomic, so it is the reservation.
+    # A file:// URL is a local folder under its path (os.mkdir does not read URLs).
+    local_dir = export_dir[len("file://"):] if export_dir.startswith("file://") else export_dir
+    os.makedirs(local_dir, exist_ok=True)
     version = next_version(export_dir)
     for _ in range(attempts):
         try:
-            os.mkdir(os.path.join(export_dir, f"{RESERVATION_PREFIX}{version}"))
+            os.mkdir(os.path.join(local_dir, f"{RESERVATION_PREFIX}{version}"))
         except FileExistsError:
             version += 1
             continue
-        if os.path.exists(os.path.join(export_dir, str(version))):  # made by a tool that does not reserve
+        if os.path.exists(os.path.join(local_dir, str(version))):  # made by a tool that does not reserve
             release_version(export_dir, version, force=True)
             version += 1
             continue
@@ -91,8 +94,9 @@ def release_version(export_dir: str, version: Optional[int], force: bool = False
     if version is None or (not force and (export_dir, version) not in _RESERVED):
         return
     _RESERVED.discard((export_dir, version))
+    local_dir = export_dir[len("file://"):] if export_dir.startswith("file://") else export_dir
     try:
-        os.rmdir(os.path.join(export_dir, f"{RESERVATION_PREFIX}{version}"))
+        os.rmdir(os.path.join(local_dir, f"{RESERVATION_PREFIX}{version}"))
     except FileNotFoundError:
         pass
 

@@ -20,6 +20,7 @@ import os
 from typing import Optional
 
 import numpy as np
+import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.layers.preprocessor import AlbertTextPreprocessor
@@ -69,14 +70,14 @@ def save_task_model(model, output_dir: str, spm_model_file: Optional[str] = None
     Example:
     >>> albert_tf.save_task_model(clf, "/tmp/sst2_model")  # doctest: +SKIP
     """
-    from safetensors.numpy import save_file
+    from safetensors.numpy import save
 
-    from albert_tf.checkpoints import CONFIG_FILENAME, SPM_MODEL_FILENAME, WEIGHTS_FILENAME
+    from albert_tf.checkpoints import CONFIG_FILENAME, SPM_MODEL_FILENAME, WEIGHTS_FILENAME, sorted_metadata
 
     if not hasattr(model, "head_variable_map"):
         raise TypeError(f"save_task_model needs a task model, got {type(model).__name__}; "
                         "use albert_tf.save_pretrained for a pretrainer.")
-    os.makedirs(output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(output_dir)
     # task_config.json last: a folder that has it holds a whole model (a full
     # disk that stops the save earlier leaves none; albert_tf/bin/faults.py).
     spm_path = os.path.join(output_dir, SPM_MODEL_FILENAME)
@@ -86,15 +87,10 @@ def save_task_model(model, output_dir: str, spm_model_file: Optional[str] = None
         with atomic_write(spm_path, "wb") as f:
             f.write(model.preprocessor.spm_model_proto)
     arrays = {name: np.asarray(var.numpy()) for name, var in task_variable_map(model).items()}
-    weights_path = os.path.join(output_dir, WEIGHTS_FILENAME)
-    tmp = f"{weights_path}.tmp-{os.getpid()}"
-    try:
-        save_file(arrays, tmp, metadata={"format": "albert-tf", "task_type": model.task_type,
-                                         "sharing": model.config.sharing})
-        os.replace(tmp, weights_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    # safetensors' save_file writes local paths only: serialize, then write through gfile.
+    with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
+        f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "task_type": model.task_type,
+                                                       "sharing": model.config.sharing})))
     with atomic_write(os.path.join(output_dir, CONFIG_FILENAME)) as f:
         f.write(model.config.to_json_string())
     with atomic_write(os.path.join(output_dir, TASK_CONFIG_FILENAME)) as f:
@@ -117,16 +113,16 @@ def load_task_model(path: str, dtype=None):
     >>> clf = albert_tf.load_task_model("/tmp/sst2_model")  # doctest: +SKIP
     >>> clf.predict(["a fine film"])  # doctest: +SKIP
     """
-    from safetensors.numpy import load_file
+    from safetensors.numpy import load
 
     from albert_tf.checkpoints import CONFIG_FILENAME, SPM_MODEL_FILENAME, WEIGHTS_FILENAME
+    from pipelines.fileio import read_bytes, read_json
 
     task_path = os.path.join(path, TASK_CONFIG_FILENAME)
-    if not os.path.exists(task_path):
+    if not tf.io.gfile.exists(task_path):
         raise FileNotFoundError(f"No {TASK_CONFIG_FILENAME} in {path!r}: not a folder written by "
                                 "save_task_model (albert_tf.load_checkpoint reads pretrained models).")
-    with open(task_path, encoding="utf-8") as f:
-        task = json.load(f)
+    task = read_json(task_path)
     classes = _task_classes()
     task_type = task.pop("task_type", None)
     if task_type not in classes:
@@ -137,7 +133,7 @@ def load_task_model(path: str, dtype=None):
     normalization = task.pop("normalization", None) or "original"  # models saved before the key: the default
     spm_path = os.path.join(path, SPM_MODEL_FILENAME)
     preprocessor = None
-    if os.path.exists(spm_path):
+    if tf.io.gfile.exists(spm_path):
         preprocessor = AlbertTextPreprocessor(spm_path, max_seq_length=max_seq_length,
                                               do_lower_case=True if do_lower_case is None else do_lower_case,
                                               normalization=normalization)
@@ -147,7 +143,7 @@ def load_task_model(path: str, dtype=None):
         kwargs["dtype"] = dtype
     model = cls(config, preprocessor=preprocessor, **kwargs)
     weights_path = os.path.join(path, WEIGHTS_FILENAME)
-    values = load_file(weights_path)
+    values = load(read_bytes(weights_path))  # load_file reads local paths only
     targets = task_variable_map(model)
     missing = sorted(set(targets) - set(values))
     if missing:

@@ -21,7 +21,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from pipelines.fileio import atomic_write
+from pipelines.fileio import atomic_write, read_json
 
 RESUME_DIR = "resume"
 BEST_STATE_FILE = "best_dev.json"
@@ -301,9 +301,8 @@ class BestOnDev(keras.callbacks.Callback):
         self.path = os.path.join(output_dir, BEST_STATE_FILE)
         self.summaries = summaries
         self.best: Optional[Dict[str, float]] = None
-        if os.path.exists(self.path):
-            with open(self.path, encoding="utf-8") as f:
-                self.best = json.load(f)
+        if tf.io.gfile.exists(self.path):  # gfile: on a gs:// output_dir too, or a resume forgets the best
+            self.best = read_json(self.path)
 
     def on_epoch_end(self, epoch, logs=None):
         results = self.evaluate(self.model)

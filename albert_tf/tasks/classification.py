@@ -225,7 +225,7 @@ class GlueTask(ClassificationTask):
         from pipelines.finetune import glue
 
         path = glue.glue_file(data_dir, self.glue_name, split)
-        if split == "test" and not os.path.exists(path):
+        if split == "test" and not tf.io.gfile.exists(path):
             return None
         examples, label_names = glue.read_glue(data_dir, self.glue_name, split)
         return self._remember_labels(from_text_examples(examples, label_names, self.is_regression))

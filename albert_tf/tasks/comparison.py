@@ -49,12 +49,14 @@ class ComparisonSettings:
 
 def _majority(task_dir: str, label_column: str = "label") -> Dict[str, Any]:
     import csv
+    import io
 
+    from pipelines.fileio import read_text
     from pipelines.stdlib_tasks import majority_baseline
 
     def labels(split):
-        with open(os.path.join(task_dir, f"{split}.csv"), encoding="utf-8", newline="") as f:
-            return [row[label_column] for row in csv.DictReader(f)]
+        text = read_text(os.path.join(task_dir, f"{split}.csv"))
+        return [row[label_column] for row in csv.DictReader(io.StringIO(text, newline=""))]
 
     label, accuracy = majority_baseline(labels("train"), labels("dev"))
     return {"majority_label": label, "majority_accuracy": accuracy}
@@ -83,11 +85,13 @@ def compare_pretrained_vs_random(task_dir: str, pretrained_dir: str, output_dir:
     >>> r["pretrained_accuracy"] > r["random_accuracy"]                                 # doctest: +SKIP
     True
     """
+    import tensorflow as tf
+
     settings = settings or ComparisonSettings()
     spm_model_file = os.path.join(pretrained_dir, "spm.model")
     config_file = os.path.join(pretrained_dir, "albert_config.json")
     for path in (spm_model_file, config_file):
-        if not os.path.exists(path):
+        if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path!r} is missing: the pretrained folder needs it.")
     result: Dict[str, Any] = _majority(task_dir)
     for name, weights in (("pretrained", {"init_checkpoint": pretrained_dir}),

@@ -28,8 +28,10 @@ def run_settings(options: FinetuneOptions, task: FinetuneTask, schedule: Dict[st
                  precision: str) -> Dict[str, Any]:
     """What a resumed run must share with the run that wrote the state: the
     data, model, schedule, optimizer and every reader setting of the task."""
+    from pipelines.fileio import absolute
+
     o, t = options, options.task_options
-    state = {"task": task.name, "data_dir": os.path.abspath(o.data_dir), "init_checkpoint": o.init_checkpoint,
+    state = {"task": task.name, "data_dir": absolute(o.data_dir), "init_checkpoint": o.init_checkpoint,
              "albert_config_file": o.albert_config_file, "train_batch_size": o.train_batch_size,
              "learning_rate": o.learning_rate, "seed": o.seed, "layerwise_lr_decay": o.layerwise_lr_decay,
              "weight_decay_rate": o.weight_decay_rate, "dropout": t.dropout_rate,
@@ -115,14 +117,16 @@ def check_run_state(options: FinetuneOptions, state: Dict[str, Any], record: boo
     Raises:
         ValueError: the folder holds a run of other settings (one line naming each difference).
     """
+    import tensorflow as tf  # gfile: the output folder may be gs://
+
+    from pipelines.fileio import read_json
+
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         if record:
             record_run_state(options, state)
         return
-    with open(path, encoding="utf-8") as f:
-        previous = json.load(f)
-    previous = _upgraded_run_state(previous)
+    previous = _upgraded_run_state(read_json(path))
     keys = sorted(set(state) | set(previous))
     diff = {k: (previous.get(k), state.get(k)) for k in keys if previous.get(k) != state.get(k)
             and not (k in SETTINGS_ADDED_LATER and k not in previous)}
@@ -143,10 +147,12 @@ def record_run_state(options: FinetuneOptions, state: Dict[str, Any]) -> bool:
     Returns:
         True when this call wrote them.
     """
+    import tensorflow as tf
+
     from pipelines.fileio import atomic_write
 
     path = os.path.join(options.output_dir, RUN_STATE_FILE)
-    if os.path.exists(path):
+    if tf.io.gfile.exists(path):
         return False
     with atomic_write(path, "w") as f:
         json.dump(state, f, indent=1, sort_keys=True)

@@ -116,7 +116,9 @@ class FinetuneOptions:
             raise ValueError("--output_dir is required.")
         if not self.data_dir:
             raise ValueError("--data_dir is required.")
-        if not os.path.isdir(self.data_dir):
+        import tensorflow as tf  # gfile: the folders may be gs:// URLs
+
+        if not tf.io.gfile.isdir(self.data_dir):
             raise FileNotFoundError(f"--data_dir={self.data_dir!r} is not a folder.")
         if self.do_train and sum(bool(x) for x in (self.init_checkpoint, self.albert_config_file,
                                                    self.config)) != 1:
@@ -341,15 +343,16 @@ def write_eval_results(path: str, results: Dict[str, Any]) -> None:
 
 def read_eval_results(path: str) -> Dict[str, float]:
     """Parses eval_results.txt back into floats (non-numbers stay strings)."""
+    from pipelines.fileio import read_text
+
     results: Dict[str, Any] = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if " = " in line:
-                key, value = line.rstrip("\n").split(" = ", 1)
-                try:
-                    results[key] = float(value)
-                except ValueError:
-                    results[key] = value
+    for line in read_text(path).splitlines():
+        if " = " in line:
+            key, value = line.split(" = ", 1)
+            try:
+                results[key] = float(value)
+            except ValueError:
+                results[key] = value
     return results
 
 
@@ -359,7 +362,9 @@ def _model_config(options: FinetuneOptions):
     if options.config is not None:
         return options.config
     if options.albert_config_file:
-        if not os.path.exists(options.albert_config_file):
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(options.albert_config_file):
             raise FileNotFoundError(f"--albert_config_file={options.albert_config_file!r} does not exist.")
         return AlbertConfig.from_json_file(options.albert_config_file)
     return None
@@ -480,13 +485,14 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     0.912
     """
     import keras
+    import tensorflow as tf
 
     import albert_tf
     from albert_tf import runtime
     from albert_tf.tasks.registry import get_task
 
     options.validate()
-    os.makedirs(options.output_dir, exist_ok=True)
+    tf.io.gfile.makedirs(options.output_dir)
     task_options = options.task_options
     task_options.spm_model_file = find_spm_model(options)
     if options.do_train:  # an evaluation-only run takes the saved model's, once loaded
@@ -508,7 +514,7 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
         _check_jit_strategy(options, strategy)
         model = None
         if not options.do_train:  # evaluate/predict the model this output_dir holds
-            if not os.path.exists(os.path.join(options.output_dir, "task_config.json")):
+            if not tf.io.gfile.exists(os.path.join(options.output_dir, "task_config.json")):
                 raise FileNotFoundError(
                     f"--output_dir={options.output_dir!r} holds no fine-tuned model (no task_config.json): "
                     "without --do_train, --do_eval/--do_predict use the model a training run saved there.")

@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from albert_tf.tasks.base import FinetuneTask, TaskOptions, pretrained_or_random, predict_in_batches
 from pipelines.finetune.common import split_file
@@ -174,9 +175,10 @@ def write_threshold(output_dir: str, threshold: float) -> None:
     from albert_tf.models.task_io import TASK_CONFIG_FILENAME
     from pipelines.fileio import atomic_write
 
+    from pipelines.fileio import read_json
+
     path = os.path.join(output_dir, TASK_CONFIG_FILENAME)
-    with open(path, encoding="utf-8") as f:
-        config = json.load(f)
+    config = read_json(path)
     config[THRESHOLD_KEY] = float(threshold)
     with atomic_write(path, "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
@@ -187,8 +189,9 @@ def read_threshold(model_dir: str) -> float:
     """The null_score_diff_threshold a fine-tuned v2 model recorded (0.0 when none)."""
     from albert_tf.models.task_io import TASK_CONFIG_FILENAME
 
+    from pipelines.fileio import read_json
+
     path = os.path.join(model_dir, TASK_CONFIG_FILENAME)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         return 0.0
-    with open(path, encoding="utf-8") as f:
-        return float(json.load(f).get(THRESHOLD_KEY, 0.0))
+    return float(read_json(path).get(THRESHOLD_KEY, 0.0))

@@ -87,11 +87,13 @@ def evaluate(pretrainer: AlbertPretrainer, eval_dataset_fn: DatasetFn,
 def _training_checkpoint(path: str) -> Optional[str]:
     """The prefix of a training checkpoint of this loop at `path`, else None."""
     prefix = path
-    if tf.io.gfile.isdir(path):
+    if tf.io.gfile.isdir(path) and not tf.io.gfile.exists(path + ".index"):  # ram:// calls prefixes folders
         prefix = tf.train.latest_checkpoint(path)
     if not prefix or not tf.io.gfile.exists(prefix + ".index"):
         return None
-    names = {name for name, _ in tf.train.list_variables(prefix)}
+    from albert_tf.checkpoints import checkpoint_variable_names
+
+    names = set(checkpoint_variable_names(prefix))
     return prefix if "global_step/.ATTRIBUTES/VARIABLE_VALUE" in names else None
 
 

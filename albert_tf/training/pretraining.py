@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 from typing import Any, Callable, Dict, Optional
 
 import keras
@@ -246,8 +245,11 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
 
         checkpoints.save_pretrained(state.model, output_dir,
                                     spm_model_file=spm_model_file)
-    else:
-        shutil.rmtree(ckpt_dir, ignore_errors=True)
+    elif tf.io.gfile.exists(ckpt_dir):  # gfile: shutil.rmtree silently does nothing on gs://
+        try:
+            tf.io.gfile.rmtree(ckpt_dir)
+        except tf.errors.OpError as e:  # scratch space only: the run's result is complete
+            logging.warning("Could not remove the worker's scratch folder %s: %s", ckpt_dir, e)
 
     if eval_dataset_fn is not None:
         results = final_evaluation(state.model, eval_dataset_fn, strategy,

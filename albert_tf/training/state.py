@@ -85,7 +85,9 @@ class TrainState:
     def restore(self, path: str) -> None:
         """Restores everything `path` holds (a checkpoint of a version without
         the recovery state leaves it at its start: nothing skipped)."""
-        names = [name for name, _ in tf.train.list_variables(path)]
+        from albert_tf.checkpoints import checkpoint_variable_names
+
+        names = checkpoint_variable_names(path)
         if any(name.startswith("recovery/") for name in names):
             self.checkpoint.restore(path).assert_existing_objects_matched()
         else:
