@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import keras
 import numpy as np
@@ -120,6 +120,34 @@ class ClassificationTask(FinetuneTask):
     def __init__(self, name: str, options: TaskOptions):
         super().__init__(name, options)
         self.label_names: Optional[List[str]] = None
+        #: the saved model's labels in an evaluation-only run (`adopt_saved_model`); None when training
+        self.model_label_names: Optional[List[str]] = None
+
+    def adopt_saved_model(self, task_config: Dict[str, Any]) -> None:
+        """Evaluation and prediction without training read labels as the model knows them (task_config.json),
+        not as a train file in data_dir would list them."""
+        from absl import logging
+
+        classes = task_config.get("num_classes")
+        if classes is not None and self.is_regression != (int(classes) == 1):
+            kind = "a regression" if self.is_regression else "a classification"
+            raise ValueError(f"--task={self.name} is {kind} task but the saved model has num_classes={classes!r}.")
+        names = list(task_config.get("label_names") or [])
+        if not self.is_regression and not names:
+            logging.warning("The saved model has no label_names: its label ids are taken to be the data's "
+                            "(sorted labels of the train file, or the GLUE task's list).")
+            return
+        self.model_label_names = self.label_names = names
+
+    def _labels_for(self, examples: Sequence, label_names: Sequence[str]) -> List[str]:
+        """`label_names` when training; the model's, checked against every labelled example, otherwise."""
+        from pipelines.finetune.common import encode_labels
+
+        if self.model_label_names is None:
+            return list(label_names)
+        encode_labels([e for e in examples if e.label is not None], self.model_label_names, self.is_regression,
+                      label_set="the model's labels")
+        return list(self.model_label_names)
 
     @property
     def is_regression(self) -> bool:
@@ -194,7 +222,7 @@ class ClassificationTask(FinetuneTask):
         logits = self.logits(model, data, batch_size)
         test_path = os.path.join(output_dir, "test_results.tsv")
         submit_path = os.path.join(output_dir, "submit_results.tsv")
-        names = self.label_names or getattr(model, "task_config", {}).get("label_names") or []
+        names = getattr(model, "task_config", {}).get("label_names") or self.label_names or []
         with atomic_write(test_path) as test, atomic_write(submit_path) as submit:
             submit.write("index\tprediction\n")
             for guid, row in zip(data.guids, logits):
@@ -228,6 +256,7 @@ class GlueTask(ClassificationTask):
         if split == "test" and not tf.io.gfile.exists(path):
             return None
         examples, label_names = glue.read_glue(data_dir, self.glue_name, split)
+        label_names = self._labels_for(examples, label_names)
         return self._remember_labels(from_text_examples(examples, label_names, self.is_regression))
 
 
@@ -245,11 +274,16 @@ class CsvTask(ClassificationTask):
     def read(self, data_dir: str, split: str) -> Optional[ClassificationData]:
         from pipelines.finetune import tabular
 
+        o = self.options
+        columns = dict(text_column=o.text_column, text_b_column=o.text_b_column, label_column=o.label_column,
+                       regression=o.regression)
+        if self.model_label_names is not None:  # evaluation only: this split, the model's labels
+            examples = tabular.read_split(data_dir, split, self.model_label_names, **columns)
+            if examples is None:
+                return None
+            return from_text_examples(examples, self.model_label_names, self.is_regression)
         if self._table is None:  # one read checks every split's labels against train's
-            o = self.options
-            self._table = tabular.read_tabular_task(data_dir, text_column=o.text_column,
-                                                    text_b_column=o.text_b_column, label_column=o.label_column,
-                                                    regression=o.regression)
+            self._table = tabular.read_tabular_task(data_dir, **columns)
         examples = getattr(self._table, split)
         if examples is None:
             return None

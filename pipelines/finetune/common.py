@@ -84,13 +84,14 @@ def read_delimited(path: str, delimiter: str, quoting: int = csv.QUOTE_MINIMAL
 
 
 def encode_labels(examples: Sequence[TextExample], label_names: Sequence[str],
-                  regression: bool = False) -> np.ndarray:
+                  regression: bool = False, label_set: str = "the label set") -> np.ndarray:
     """Label ids (int32) or regression targets (float32) of labelled examples.
 
     Args:
         examples: the examples; every one must have a label.
         label_names: the label list; a label's id is its index.
         regression: labels are floats (label_names is ignored).
+        label_set: what `label_names` is, in the error message (e.g. "the model's labels").
 
     Raises:
         ValueError: naming the example's file and line, for a missing label or a
@@ -109,7 +110,7 @@ def encode_labels(examples: Sequence[TextExample], label_names: Sequence[str],
         if example.label not in index:
             what = "has no label" if example.label is None else f"has label {example.label!r}"
             raise ValueError(f"{example.source}: example {example.guid!r} {what}, "
-                             f"not one of the label set {list(label_names)!r}.")
+                             f"not one of {label_set} {list(label_names)!r}.")
         ids.append(index[example.label])
     return np.asarray(ids, dtype=np.int32)
 

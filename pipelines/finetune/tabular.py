@@ -7,7 +7,9 @@ holds one object per line. The columns are `text`, optionally `text_b` (a pair
 task), and `label`; their names are arguments. Labels are strings; the label
 set is learned from the training file (sorted, so the ids do not depend on the
 order of the rows), and a dev/test label outside it is an error naming the file
-and line. With `regression=True` the label is a number.
+and line. With `regression=True` the label is a number. Evaluating or predicting
+with a fine-tuned model reads only the split it needs (`read_split`) and checks
+its labels against the model's list, not against a train file.
 
 Example:
 
@@ -208,3 +210,32 @@ def read_tabular_task(data_dir: str, *, text_column: str = "text",
         labelled = [e for e in test if e.label is not None]
         encode_labels(labelled, label_names, regression)
     return TabularData(train, dev, test, label_names, regression)
+
+
+def read_split(data_dir: str, split: str, label_names: Sequence[str], *, text_column: str = "text",
+               text_b_column: Optional[str] = None, label_column: str = "label", regression: bool = False,
+               extensions: Sequence[str] = EXTENSIONS) -> Optional[List[TextExample]]:
+    """One split checked against a given label list (a fine-tuned model's), no train file needed.
+
+    Args:
+        data_dir: holds <split>.<ext>.
+        split: "dev" or "test" (a test file's labels are optional).
+        label_names: the labels the model knows ([] for regression).
+        text_column, text_b_column, label_column, regression, extensions: as read_tabular_task.
+
+    Returns:
+        The examples, or None when the folder has no file for the split.
+
+    Raises:
+        ValueError: naming file, line and label, for a label the model does not
+        know, and every read_table error.
+    """
+    path = find_split_file(data_dir, split, extensions)
+    if path is None:
+        return None
+    examples = read_table(path, text_column=text_column, text_b_column=text_b_column,
+                          label_column=label_column, regression=regression,
+                          label_required=split != "test", split=split)
+    encode_labels([e for e in examples if e.label is not None], label_names, regression,
+                  label_set="the model's labels")
+    return examples
