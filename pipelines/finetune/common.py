@@ -18,11 +18,13 @@ import dataclasses
 import io
 import json
 import os
+import re
 import sys
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 Label = Union[str, float, None]
 
@@ -57,7 +59,39 @@ def _raise_csv_field_limit() -> None:
             limit //= 2
 
 
-def read_delimited(path: str, delimiter: str, quoting: int = csv.QUOTE_MINIMAL
+_QUOTED_FIELD = re.compile(r'"(?:[^"]+|"")*"')
+
+
+def uses_standard_quoting(text: str, delimiter: str = "\t") -> bool:
+    r"""Whether a delimited text quotes as Python's csv.writer and pandas' to_csv do: it holds a quote, and every
+    quote belongs to a field that starts and ends with one, its inner quotes doubled ("a ""b""\tc").
+
+    A bare quote inside a field (GLUE's TSVs: `He said "yes`) or text after a closing quote makes it False:
+    such a file is read without quoting.
+
+    >>> uses_standard_quoting('text\tlabel\n"He said ""hi"" twice"\tpos\n')
+    True
+    >>> uses_standard_quoting('text\tlabel\nHe said "hi"\tpos\n'), uses_standard_quoting('a\tb\n')
+    (False, False)
+    """
+    if '"' not in text:
+        return False
+    plain = re.compile(f'[^"{re.escape(delimiter)}\r\n]*')
+    position, quoted = 0, False
+    while position < len(text):
+        match = _QUOTED_FIELD.match(text, position)
+        quoted = quoted or match is not None
+        position = (match or plain.match(text, position)).end()
+        if text.startswith("\r\n", position):
+            position += 2
+        elif text.startswith((delimiter, "\n"), position):
+            position += 1
+        elif position < len(text):
+            return False  # a quote inside a field, or text after a closing quote
+    return quoted
+
+
+def read_delimited(path: str, delimiter: str, quoting: Optional[int] = csv.QUOTE_MINIMAL
                    ) -> Iterator[Tuple[int, List[str]]]:
     """Yields (line number, fields) of a CSV/TSV file (UTF-8, a BOM is dropped).
 
@@ -65,7 +99,9 @@ def read_delimited(path: str, delimiter: str, quoting: int = csv.QUOTE_MINIMAL
         path: the file (anything tf.io.gfile opens).
         delimiter: "," or "\\t".
         quoting: csv.QUOTE_MINIMAL for CSV; csv.QUOTE_NONE for TSV (GLUE's
-            files have unbalanced quotes inside fields).
+            files have unbalanced quotes inside fields); None: QUOTE_MINIMAL
+            when the file quotes as csv.writer does (`uses_standard_quoting`),
+            else QUOTE_NONE. The line of a record is its last line.
 
     Raises:
         FileNotFoundError: naming the file.
@@ -75,6 +111,10 @@ def read_delimited(path: str, delimiter: str, quoting: int = csv.QUOTE_MINIMAL
     _raise_csv_field_limit()
     with tf.io.gfile.GFile(path, "rb") as f:
         text = f.read().decode("utf-8-sig")
+    if quoting is None:
+        quoting = csv.QUOTE_MINIMAL if uses_standard_quoting(text, delimiter) else csv.QUOTE_NONE
+        if quoting == csv.QUOTE_MINIMAL:
+            logging.info("%s: fields quoted as csv.writer and pandas quote them; read with that quoting.", path)
     kwargs = {"quotechar": None} if quoting == csv.QUOTE_NONE else {}
     # newline="": only \n / \r\n end a record (not U+2028 inside a text).
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting,

@@ -62,8 +62,7 @@ def _table_rows(path: str) -> Iterator[Tuple[int, Dict[str, object]]]:
         return
     tsv = path.endswith(".tsv")
     header = None
-    for line, fields in read_delimited(path, "\t" if tsv else ",",
-                                       csv.QUOTE_NONE if tsv else csv.QUOTE_MINIMAL):
+    for line, fields in read_delimited(path, "\t" if tsv else ",", None if tsv else csv.QUOTE_MINIMAL):
         if header is None:
             header = [name.strip() for name in fields]
             continue
@@ -111,8 +110,10 @@ def read_table(path: str, *, text_column: str = "text", text_b_column: Optional[
     """Reads a CSV/TSV/JSONL file of examples.
 
     Args:
-        path: the file; .tsv is tab-separated without quoting, .jsonl / .json
-            one object per line, anything else comma-separated.
+        path: the file; .tsv is tab-separated, with csv.writer's quoting when
+            every quote of the file is such (`common.uses_standard_quoting`),
+            else without quoting (GLUE's files); .jsonl / .json one object per
+            line; anything else comma-separated.
         text_column: the first text's column.
         text_b_column: the second text's column; None uses a column named
             "text_b" when the file has one (else the task is single-text).

@@ -1,5 +1,6 @@
 """CSV / TSV / JSON-lines reader (--task=csv) on small hand-made files."""
 
+import csv
 import json
 import os
 
@@ -35,7 +36,7 @@ def test_pair_columns_with_custom_names_and_unlabelled_test(tmp_path):
     data = tabular.read_tabular_task(d, text_column="q", text_b_column="p", label_column="y")
     assert [(e.text_a, e.text_b, e.label) for e in data.train] == [
         ("Who?", "He did.", "yes"), ("Why?", "No.", "no")]
-    assert data.dev[0].text_a == '"Quoted'  # TSV: no quoting
+    assert data.dev[0].text_a == '"Quoted'  # a bare quote: the file is read without quoting
     assert [(e.text_a, e.text_b, e.label) for e in data.test] == [("When?", "Now.", None)]
 
 
@@ -110,3 +111,44 @@ def test_regression_label_must_be_numeric(tmp_path):
     path = _write(os.path.join(str(tmp_path), "r.csv"), "text,label\na,high\n")
     with pytest.raises(ValueError, match=f"{path}:2: the label must be a number"):
         tabular.read_table(path, regression=True)
+
+
+def _writer_tsv(path, rows):
+    """A TSV as Python's csv.writer(delimiter="\\t") writes it (pandas' to_csv(sep="\\t") quotes the same way)."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f, delimiter="\t").writerows(rows)
+    return path
+
+
+def test_tsv_written_by_csv_writer_reads_back_its_fields(tmp_path):
+    rows = [["text", "label"], ['He said "great" and left', "pos"], ["a\ttab", "neg"],
+            ['one "quote\nand a new line', "pos"], ["plain text", "neg"]]
+    path = _writer_tsv(os.path.join(str(tmp_path), "train.tsv"), rows)
+    with open(path, encoding="utf-8", newline="") as f:  # what the writer made of them
+        assert f.read().split("\r\n")[1:4] == ['"He said ""great"" and left"\tpos', '"a\ttab"\tneg',
+                                                '"one ""quote\nand a new line"\tpos']
+    examples = tabular.read_table(path)
+    assert [(e.text_a, e.label) for e in examples] == [tuple(row) for row in rows[1:]]
+    # A record's line is its last line: the new line inside a field moves the rows after it by one.
+    assert [e.guid for e in examples] == ["train-2", "train-3", "train-5", "train-6"]
+
+
+def test_tsv_with_a_bare_quote_is_read_as_glue_writes_it(tmp_path):
+    # GLUE-style: quotes inside fields, unbalanced, never doubled; and a field that starts with one.
+    path = _write(os.path.join(str(tmp_path), "dev.tsv"),
+                  'text\tlabel\nHe said "yes\tpos\n"Hello," she said.\tneg\n"quoted"\tpos\n')
+    assert [(e.text_a, e.label) for e in tabular.read_table(path)] == [
+        ('He said "yes', "pos"), ('"Hello," she said.', "neg"), ('"quoted"', "pos")]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('a\tb\r\n"x ""y"""\t"1\t2"\r\n', True),   # csv.writer's output
+    ('a\tb\n""\tz\n', True),                    # an empty quoted field
+    ('a\tb\nx\ty\n', False),                    # no quote at all: nothing to unquote
+    ('a\tb\nsay "x"\ty\n', False),              # a quote inside a field
+    ('a\tb\n"x" y\tz\n', False),                # text after the closing quote
+    ('a\tb\n"open\tz\n', False),                # never closed
+    ('a\tb\n"x"\ty\nsay "z\tw\n', False),      # one bare quote anywhere: the whole file is plain
+])
+def test_standard_quoting_is_detected_only_where_every_quote_is_such(text, expected):
+    assert common.uses_standard_quoting(text) is expected
