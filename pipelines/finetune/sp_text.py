@@ -47,6 +47,7 @@ class PieceText:
         self.cls_id = self._sp.PieceToId("[CLS]")
         self.sep_id = self._sp.PieceToId("[SEP]")
         self.pad_id = self._sp.PieceToId("<pad>")
+        self.unk_id = self._sp.unk_id()
 
     def normalize(self, text: str) -> str:
         """The whole-text normalisation (`preprocess_text_py`)."""

@@ -7,8 +7,9 @@ the word column only (no tags). The tag set is learned from the training file
 (sorted). Each word is normalised and cut into SentencePiece pieces as the
 model's preprocessor does; the word's FIRST piece carries its tag and the
 continuation pieces, [CLS], [SEP] and padding get label -1 (ignored by
-AlbertTokenClassifier's loss). Sentences longer than max_seq_length - 2 pieces
-are truncated; their cut words are predicted "O" and counted.
+AlbertTokenClassifier's loss). A word that does not fit in what is left of
+max_seq_length - 2 pieces is dropped (predicted "O", counted and logged) and
+the later words that fit are kept; a word with no piece stands as <unk>.
 
 Example:
 
@@ -123,7 +124,8 @@ class TaggingFeatures:
         label_ids: int32 [N, T]: the tag id on each word's first piece, -1 elsewhere.
         word_index: int32 [N, T]: the word a first piece starts, -1 elsewhere.
         num_words: int32 [N]: words per sentence.
-        truncated_words: words cut off by max_seq_length (predicted "O").
+        truncated_words: words dropped because they did not fit in max_seq_length (predicted "O").
+        pieceless_words: words with no SentencePiece piece, each given one <unk> piece.
     """
 
     input_ids: np.ndarray
@@ -133,6 +135,7 @@ class TaggingFeatures:
     word_index: np.ndarray
     num_words: np.ndarray
     truncated_words: int = 0
+    pieceless_words: int = 0
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -172,11 +175,15 @@ def convert_sentences_to_features(sentences: Sequence[TaggedSentence], text: Pie
                                   max_seq_length: int = 128) -> TaggingFeatures:
     """`[CLS] pieces [SEP]` per sentence, labels on the first piece of every word.
 
+    A word longer than the space left in its row is dropped (predicted "O") and the words after it that fit
+    are kept; a word with no piece (U+200B alone) stands as one <unk> piece, so it keeps its tag. Dropped
+    words are counted and logged in one line naming the first.
+
     Args:
         sentences: from read_conll.
         text: the SentencePiece text helper of the model.
         tag_names: the tag list (None or untagged sentences: labels all -1).
-        max_seq_length: T; longer sentences are cut (counted and logged).
+        max_seq_length: T.
 
     Raises:
         ValueError: naming the file and line of a tag not in `tag_names`.
@@ -188,7 +195,7 @@ def convert_sentences_to_features(sentences: Sequence[TaggedSentence], text: Pie
     arrays = {k: np.zeros((n, t), np.int32) for k in ("input_ids", "input_mask", "segment_ids")}
     labels = np.full((n, t), IGNORE_LABEL, np.int32)
     word_index = np.full((n, t), -1, np.int32)
-    truncated = 0
+    dropped, pieceless = [], 0
     for row, sentence in enumerate(sentences):
         ids, row_labels, row_words = [text.cls_id], [IGNORE_LABEL], [-1]
         for k, word in enumerate(sentence.words):
@@ -196,13 +203,14 @@ def convert_sentences_to_features(sentences: Sequence[TaggedSentence], text: Pie
             if sentence.tags is not None and tag_names is not None:
                 label = _tag_id(sentence, k, tag_ids)
             pieces = text.encode_ids(word)
+            if not pieces:
+                pieces, pieceless = [text.unk_id], pieceless + 1
             if len(ids) + len(pieces) > t - 1:
-                truncated += len(sentence.words) - k
-                break
-            for p, piece in enumerate(pieces):
-                ids.append(piece)
-                row_labels.append(label if p == 0 else IGNORE_LABEL)
-                row_words.append(k if p == 0 else -1)
+                dropped.append((sentence, k, len(pieces)))
+                continue
+            ids += pieces
+            row_labels += [label] + [IGNORE_LABEL] * (len(pieces) - 1)
+            row_words += [k] + [-1] * (len(pieces) - 1)
         ids.append(text.sep_id)
         row_labels.append(IGNORE_LABEL)
         row_words.append(-1)
@@ -210,12 +218,25 @@ def convert_sentences_to_features(sentences: Sequence[TaggedSentence], text: Pie
         arrays["input_mask"][row, :len(ids)] = 1
         labels[row, :len(ids)] = row_labels
         word_index[row, :len(ids)] = row_words
-    if truncated:
-        logging.warning("Tagging: %d words beyond max_seq_length=%d were cut (predicted 'O').",
-                        truncated, max_seq_length)
+    _log_dropped(dropped, pieceless, max_seq_length)
     return TaggingFeatures(arrays["input_ids"], arrays["input_mask"], arrays["segment_ids"],
                            labels, word_index,
-                           np.asarray([len(s.words) for s in sentences], np.int32), truncated)
+                           np.asarray([len(s.words) for s in sentences], np.int32), len(dropped), pieceless)
+
+
+def _log_dropped(dropped, pieceless: int, max_seq_length: int) -> None:
+    """One warning line: how many words were dropped (and the first), how many had no piece."""
+    if not dropped:
+        if pieceless:
+            logging.info("Tagging: %d word(s) with no SentencePiece piece stand as <unk>.", pieceless)
+        return
+    sentence, k, pieces = dropped[0]
+    where = sentence.source.rsplit(":", 1)[0]
+    line = sentence.lines[k] if sentence.lines else "?"
+    logging.warning("Tagging: %d word(s) in %d sentence(s) did not fit in max_seq_length=%d and were dropped "
+                    "(predicted 'O'; the later words that fit are kept), the first %r (%d pieces) at %s:%s; "
+                    "%d word(s) with no piece stand as <unk>.", len(dropped), len({id(d[0]) for d in dropped}),
+                    max_seq_length, sentence.words[k], pieces, where, line, pieceless)
 
 
 def _tag_id(sentence: TaggedSentence, k: int, tag_ids) -> int:

@@ -114,3 +114,40 @@ def test_model_inputs_and_labels(tmp_path, text):
     x, y = features.model_inputs(), features.label_ids
     assert sorted(x) == ["input_ids", "input_mask", "segment_ids"]
     assert x["input_ids"].shape[1] == 16 and y.shape == x["input_ids"].shape
+
+
+URL = "http://kalomiten.ser/qua?vi=don&x=1"
+
+
+def test_a_long_word_is_dropped_alone_and_a_word_without_pieces_keeps_its_tag(tmp_path, text):
+    path = _write(os.path.join(str(tmp_path), "t.txt"),
+                  f"ka B-X\n{URL} O\nlo O\nmi B-Y\nten O\n\u200b B-Y\nDon B-X\n")
+    sentences = tagging.read_conll(path)
+    names = ["B-X", "B-Y", "O"]
+    # The premise, in this vocabulary: one piece each but the URL's 19 and U+200B's none (<unk> is id 1).
+    assert [len(text.encode_ids(w)) for w in sentences[0].words] == [1, 19, 1, 1, 1, 0, 1]
+    # 16 positions: [CLS] + 14 pieces + [SEP]. The URL does not fit; the 6 other words (6 pieces) do.
+    features = tagging.convert_sentences_to_features(sentences, text, names, max_seq_length=16)
+    assert features.input_ids[0].tolist() == [2, 31, 20, 26, 40, 1, 41, 3] + [0] * 8
+    assert features.word_index[0].tolist() == [-1, 0, 2, 3, 4, 5, 6, -1] + [-1] * 8
+    assert features.label_ids[0].tolist() == [-1, 0, 2, 1, 2, 1, 0, -1] + [-1] * 8
+    assert (features.truncated_words, features.pieceless_words) == (1, 1)
+    gold = np.maximum(features.label_ids, 0)
+    assert features.word_predictions(gold, names) == [["B-X", "O", "O", "B-Y", "O", "B-Y", "B-X"]]
+
+
+def test_words_after_a_dropped_one_are_kept_where_they_fit_and_the_drop_is_logged(tmp_path, text, caplog):
+    path = _write(os.path.join(str(tmp_path), "t.txt"), "Kalo B-X\nvisited O\nQuavi B-Y\nDon O\n\nka O\n")
+    sentences = tagging.read_conll(path)
+    # 6 positions, 4 pieces: Kalo (2) fits; visited (6) does not; Quavi (2) fills the row; Don (1) is left out.
+    with caplog.at_level("INFO"):
+        features = tagging.convert_sentences_to_features(sentences, text, ["B-X", "B-Y", "O"], max_seq_length=6)
+    assert features.input_ids[0].tolist() == [2, 31, 35, 30, 32, 3]
+    assert features.word_index[0].tolist() == [-1, 0, -1, 2, -1, -1]
+    assert features.input_ids[1].tolist() == [2, 31, 3, 0, 0, 0]
+    assert features.truncated_words == 2
+    lines = [r.getMessage() for r in caplog.records if "did not fit" in r.getMessage()]
+    assert lines == [f"Tagging: 2 word(s) in 1 sentence(s) did not fit in max_seq_length=6 and were dropped "
+                     f"(predicted 'O'; the later words that fit are kept), the first 'visited' (6 pieces) at "
+                     f"{path}:2; 0 word(s) with no piece stand as <unk>."]
+    assert caplog.records[-1].levelname == "WARNING"
