@@ -121,22 +121,23 @@ def assign_by_name(
 
     Every encoder variable must be present; missing head variables are
     reported (a warning: an encoder-only checkpoint leaves the heads at their
-    initial values). Unused names are reported. Any shape mismatch is an error
-    naming the variable and both shapes.
+    initial values). Encoder (``bert/``) names the model has no place for are
+    an error, other unused names are reported. A shape mismatch is an error
+    in one line naming the first variable and both shapes.
 
     Returns:
         The canonical names of the head variables the values lacked.
     """
     targets = original_variable_map(model)
     mismatched = [
-        f"{name}: checkpoint {tuple(values[name].shape)} vs model {tuple(var.shape)}"
+        f"{name} has shape {tuple(values[name].shape)} there and {tuple(var.shape)} in the model"
         for name, var in targets.items()
         if name in values and tuple(values[name].shape) != tuple(var.shape)
     ]
     if mismatched:
-        raise ValueError(
-            f"Shapes in {source} do not match its config:\n  " + "\n  ".join(mismatched)
-        )
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise ValueError(f"{source} does not match its config: {mismatched[0]}{more}; the checkpoint is a model "
+                         "of another size, or the config beside it is not its own.")
     missing = [name for name in targets if name not in values]
     missing_encoder = [name for name in missing if not _is_head(name)]
     if missing_encoder:
@@ -145,6 +146,17 @@ def assign_by_name(
             + ", ".join(missing_encoder[:5])
             + ". Check that the config matches the checkpoint (num_hidden_groups, inner_group_num, sharing)."
         )
+    unused = [
+        name
+        for name in values
+        if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
+    ]
+    unused_encoder = sorted(name for name in unused if name.startswith("bert/"))
+    if unused_encoder:  # more layers or groups than the config has: they would be dropped silently
+        raise ValueError(
+            f"{source} holds {len(unused_encoder)} encoder variable(s) the config has no place for, e.g. "
+            f"{unused_encoder[0]}. Check that the config matches the checkpoint (num_hidden_layers, "
+            "num_hidden_groups, inner_group_num, sharing).")
     if missing:
         logging.warning(
             "%s has no values for %d head variable(s); they keep their random initialisation: %s",
@@ -152,11 +164,6 @@ def assign_by_name(
             len(missing),
             ", ".join(missing),
         )
-    unused = [
-        name
-        for name in values
-        if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
-    ]
     if unused:
         logging.warning("%s: %d variable(s) not used by the model: %s", source, len(unused), ", ".join(sorted(unused)))
     for name, var in targets.items():

@@ -219,9 +219,19 @@ def define_static_shape_flags() -> None:
             "multiple of this length (at most --max_seq_length).")
 
 
+def define_warm_start_flags() -> None:
+    """--allow_partial_init_checkpoint (albert-pretrain)."""
+    _define(flags.DEFINE_bool, "allow_partial_init_checkpoint", False,
+            "Warm-start from an --init_checkpoint of another shape (another size or "
+            "vocabulary), loading only the variables whose name and shape match; "
+            "logs what was loaded and what was not. Without it such a checkpoint "
+            "is refused in one line naming the first variable that differs.")
+
+
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
+    define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()
     define_distribution_flags()
