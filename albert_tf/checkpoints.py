@@ -396,7 +396,8 @@ def sorted_metadata(blob: bytes) -> bytes:
     return blob[:8] + text.ljust(size, b" ") + blob[8 + size:]
 
 
-def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None) -> str:
+def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None,
+                    step: Optional[int] = None) -> str:
     """Writes our format: albert_config.json + model.weights.safetensors (+ spm.model).
 
     Files are written under temporary names and renamed, so a crash never
@@ -407,6 +408,9 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
         output_dir: folder to write (created if needed).
         spm_model_file: optional SentencePiece model to copy as spm.model (and
             its .vocab, when it sits next to it, as spm.vocab).
+        step: the training step of the weights, recorded in the file's
+            metadata, so that `load_checkpoint` of a folder that also holds
+            training checkpoints takes the newer (`model_folder.find_weights`).
 
     Returns:
         output_dir.
@@ -418,7 +422,10 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     tf.io.gfile.makedirs(output_dir)
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
     with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
-        f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing})))
+        metadata = {"format": "albert-tf", "sharing": model.config.sharing}
+        if step is not None:
+            metadata[model_folder.STEP_METADATA] = str(int(step))
+        f.write(sorted_metadata(save(arrays, metadata=metadata)))
     model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
     if spm_model_file:
         atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))

@@ -244,7 +244,7 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
         from albert_tf import checkpoints  # lazy: optional heavy imports
 
         checkpoints.save_pretrained(state.model, output_dir,
-                                    spm_model_file=spm_model_file)
+                                    spm_model_file=spm_model_file, step=state.step)
     elif tf.io.gfile.exists(ckpt_dir):  # gfile: shutil.rmtree silently does nothing on gs://
         try:
             tf.io.gfile.rmtree(ckpt_dir)
