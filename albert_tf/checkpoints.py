@@ -121,22 +121,23 @@ def assign_by_name(
 
     Every encoder variable must be present; missing head variables are
     reported (a warning: an encoder-only checkpoint leaves the heads at their
-    initial values). Unused names are reported. Any shape mismatch is an error
-    naming the variable and both shapes.
+    initial values). Encoder (``bert/``) names the model has no place for are
+    an error, other unused names are reported. A shape mismatch is an error
+    in one line naming the first variable and both shapes.
 
     Returns:
         The canonical names of the head variables the values lacked.
     """
     targets = original_variable_map(model)
     mismatched = [
-        f"{name}: checkpoint {tuple(values[name].shape)} vs model {tuple(var.shape)}"
+        f"{name} has shape {tuple(values[name].shape)} there and {tuple(var.shape)} in the model"
         for name, var in targets.items()
         if name in values and tuple(values[name].shape) != tuple(var.shape)
     ]
     if mismatched:
-        raise ValueError(
-            f"Shapes in {source} do not match its config:\n  " + "\n  ".join(mismatched)
-        )
+        more = f" (and {len(mismatched) - 1} more)" if len(mismatched) > 1 else ""
+        raise ValueError(f"{source} does not match its config: {mismatched[0]}{more}; the checkpoint is a model "
+                         "of another size, or the config beside it is not its own.")
     missing = [name for name in targets if name not in values]
     missing_encoder = [name for name in missing if not _is_head(name)]
     if missing_encoder:
@@ -145,6 +146,17 @@ def assign_by_name(
             + ", ".join(missing_encoder[:5])
             + ". Check that the config matches the checkpoint (num_hidden_groups, inner_group_num, sharing)."
         )
+    unused = [
+        name
+        for name in values
+        if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
+    ]
+    unused_encoder = sorted(name for name in unused if name.startswith("bert/"))
+    if unused_encoder:  # more layers or groups than the config has: they would be dropped silently
+        raise ValueError(
+            f"{source} holds {len(unused_encoder)} encoder variable(s) the config has no place for, e.g. "
+            f"{unused_encoder[0]}. Check that the config matches the checkpoint (num_hidden_layers, "
+            "num_hidden_groups, inner_group_num, sharing).")
     if missing:
         logging.warning(
             "%s has no values for %d head variable(s); they keep their random initialisation: %s",
@@ -152,11 +164,6 @@ def assign_by_name(
             len(missing),
             ", ".join(missing),
         )
-    unused = [
-        name
-        for name in values
-        if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
-    ]
     if unused:
         logging.warning("%s: %d variable(s) not used by the model: %s", source, len(unused), ", ".join(sorted(unused)))
     for name, var in targets.items():
@@ -389,7 +396,8 @@ def sorted_metadata(blob: bytes) -> bytes:
     return blob[:8] + text.ljust(size, b" ") + blob[8 + size:]
 
 
-def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None) -> str:
+def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Optional[str] = None,
+                    step: Optional[int] = None) -> str:
     """Writes our format: albert_config.json + model.weights.safetensors (+ spm.model).
 
     Files are written under temporary names and renamed, so a crash never
@@ -400,6 +408,9 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
         output_dir: folder to write (created if needed).
         spm_model_file: optional SentencePiece model to copy as spm.model (and
             its .vocab, when it sits next to it, as spm.vocab).
+        step: the training step of the weights, recorded in the file's
+            metadata, so that `load_checkpoint` of a folder that also holds
+            training checkpoints takes the newer (`model_folder.find_weights`).
 
     Returns:
         output_dir.
@@ -411,7 +422,10 @@ def save_pretrained(model: AlbertPretrainer, output_dir: str, spm_model_file: Op
     tf.io.gfile.makedirs(output_dir)
     arrays = {name: np.asarray(var.numpy()) for name, var in original_variable_map(model).items()}
     with atomic_write(os.path.join(output_dir, WEIGHTS_FILENAME), "wb") as f:
-        f.write(sorted_metadata(save(arrays, metadata={"format": "albert-tf", "sharing": model.config.sharing})))
+        metadata = {"format": "albert-tf", "sharing": model.config.sharing}
+        if step is not None:
+            metadata[model_folder.STEP_METADATA] = str(int(step))
+        f.write(sorted_metadata(save(arrays, metadata=metadata)))
     model.config.to_json_file(os.path.join(output_dir, CONFIG_FILENAME))
     if spm_model_file:
         atomic_copy(spm_model_file, os.path.join(output_dir, SPM_MODEL_FILENAME))

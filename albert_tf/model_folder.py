@@ -22,7 +22,11 @@ The rules:
   folder, the safetensors file this project or Hugging Face writes
   (``model.weights.safetensors`` or ``model.safetensors``; both is ambiguous),
   else the checkpoint a ``checkpoint`` state file names, else the only TF
-  checkpoint prefix (``model.ckpt-best.index`` -> ``model.ckpt-best``);
+  checkpoint prefix (``model.ckpt-best.index`` -> ``model.ckpt-best``). A
+  folder with both final weights and a ``checkpoint`` state file (a finished
+  pretraining run continued with more steps) gives the newer: by the step the
+  weights record against the checkpoint's, else by modification time; a tie
+  that cannot be told apart is refused naming both;
 * **config**: ``albert_config.json``, else Hugging Face's ``config.json``.
 
 Every file test and listing goes through `tf.io.gfile`, so folders on gs:// or
@@ -37,6 +41,7 @@ import os
 from typing import List, Optional
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf.config import AlbertConfig, json_object
 
@@ -47,6 +52,7 @@ HF_CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.weights.safetensors"  # this project's
 HF_WEIGHTS_NAME = "model.safetensors"
 CHECKPOINT_STATE_NAME = "checkpoint"  # tf.train's state file naming the latest checkpoint
+STEP_METADATA = "step"  # the training step `save_pretrained` records in model.weights.safetensors
 
 # Values of `ModelFolder.weights_format`.
 TF_CHECKPOINT = "tf_checkpoint"  # an original TF1 checkpoint or a training checkpoint of this project
@@ -182,12 +188,17 @@ def find_weights(path: str) -> tuple:
     safetensors = [name for name in (WEIGHTS_NAME, HF_WEIGHTS_NAME) if name in present]
     if len(safetensors) == 2:
         raise ValueError(f"{path!r} holds both {WEIGHTS_NAME} and {HF_WEIGHTS_NAME}: keep one of them.")
-    if safetensors:
-        return os.path.join(path, safetensors[0]), (ALBERT_TF if safetensors[0] == WEIGHTS_NAME else HUGGING_FACE)
+    prefix = None
     if CHECKPOINT_STATE_NAME in present:
         prefix = tf.train.latest_checkpoint(path)
-        if prefix is None:
+        if prefix is None and not safetensors:
             raise ValueError(f"{os.path.join(path, CHECKPOINT_STATE_NAME)!r} names no checkpoint that exists.")
+    if safetensors:
+        weights = os.path.join(path, safetensors[0])
+        if prefix is not None and _checkpoint_is_newer(weights, prefix):
+            return prefix, TF_CHECKPOINT
+        return weights, (ALBERT_TF if safetensors[0] == WEIGHTS_NAME else HUGGING_FACE)
+    if prefix is not None:
         return prefix, TF_CHECKPOINT
     prefix = _only_checkpoint_prefix(path)
     if prefix is None:
@@ -195,6 +206,56 @@ def find_weights(path: str) -> tuple:
             f"{path!r} holds no weights this library reads: looked for {WEIGHTS_NAME}, {HF_WEIGHTS_NAME}, a "
             f"'{CHECKPOINT_STATE_NAME}' file or a single TF checkpoint (NAME.index, e.g. model.ckpt-best.index).")
     return prefix, TF_CHECKPOINT
+
+
+def recorded_step(weights: str) -> Optional[int]:
+    """The training step a safetensors file's metadata records (`save_pretrained`), None when it records none.
+
+    Args:
+        weights: a ``.safetensors`` file (only its header is read, through `tf.io.gfile`).
+    """
+    import json
+
+    with tf.io.gfile.GFile(weights, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        try:
+            metadata = json.loads(f.read(size)).get("__metadata__") or {}
+        except ValueError:
+            return None
+    step = metadata.get(STEP_METADATA)
+    return int(step) if step is not None and str(step).isdigit() else None
+
+
+def _checkpoint_step(prefix: str) -> Optional[int]:
+    tail = prefix.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _checkpoint_is_newer(weights: str, prefix: str) -> bool:
+    """Whether the training checkpoint `prefix` is newer than the final `weights` of the same folder.
+
+    By the steps when both are known (equal: the weights, the run's end), else by modification time.
+
+    Raises:
+        ValueError: neither the steps nor the times tell them apart (one line naming both).
+    """
+    weights_step, checkpoint_step = recorded_step(weights), _checkpoint_step(prefix)
+    if weights_step is not None and checkpoint_step is not None:
+        newer = checkpoint_step > weights_step
+        why = f"step {checkpoint_step} against step {weights_step}"
+    else:
+        weights_time = tf.io.gfile.stat(weights).mtime_nsec
+        checkpoint_time = tf.io.gfile.stat(prefix + ".index").mtime_nsec
+        if weights_time == checkpoint_time:
+            raise ValueError(
+                f"{os.path.dirname(weights)!r} holds {os.path.basename(weights)} and the training checkpoint "
+                f"{os.path.basename(prefix)}, and neither a step nor a modification time tells which is newer: "
+                f"give the prefix {prefix!r}, or remove one.")
+        newer = checkpoint_time > weights_time
+        why = "modification times"
+    logging.info("%s holds final weights and training checkpoints: %s is the newer (%s).",
+                 os.path.dirname(weights), prefix if newer else weights, why)
+    return newer
 
 
 def find_config(path: str) -> Optional[str]:

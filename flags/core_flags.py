@@ -179,17 +179,23 @@ def define_runtime_flags() -> None:
             "Seed of weight initialisation, dropout and data order.")
 
 
-def define_recovery_flags() -> None:
-    """What albert-pretrain does when the loss diverges (albert_tf/training/healing.py)."""
+def define_on_nonfinite_flag() -> None:
+    """--on_nonfinite (albert-pretrain; albert-finetune takes stop only)."""
     _define(flags.DEFINE_enum, "on_nonfinite", "stop", ["stop", "rollback"],
             "stop: a NaN/inf loss ends the run in one line naming the last good "
-            "checkpoint. rollback: a NaN/inf loss or a loss spike (see "
+            "checkpoint (albert-finetune: its resume checkpoint; stop is its only "
+            "choice). rollback (albert-pretrain): a NaN/inf loss or a loss spike (see "
             "--loss_spike_factor) restores the last checkpoint, skips the input "
             "batches read since (a resumed run skips the same ones), optionally "
             "lowers the learning rate, logs one line and goes on; after "
             "--max_rollbacks rollbacks the next event ends the run. Checkpoint "
             "often enough (--save_checkpoints_steps): a rollback redoes up to that "
             "many steps.")
+
+
+def define_recovery_flags() -> None:
+    """What albert-pretrain does when the loss diverges (albert_tf/training/healing.py)."""
+    define_on_nonfinite_flag()
     _define(flags.DEFINE_float, "loss_spike_factor", 2.0,
             "With --on_nonfinite=rollback: a step loss above this many times the "
             "median of the last --loss_spike_window step losses is a spike "
@@ -219,9 +225,19 @@ def define_static_shape_flags() -> None:
             "multiple of this length (at most --max_seq_length).")
 
 
+def define_warm_start_flags() -> None:
+    """--allow_partial_init_checkpoint (albert-pretrain)."""
+    _define(flags.DEFINE_bool, "allow_partial_init_checkpoint", False,
+            "Warm-start from an --init_checkpoint of another shape (another size or "
+            "vocabulary), loading only the variables whose name and shape match; "
+            "logs what was loaded and what was not. Without it such a checkpoint "
+            "is refused in one line naming the first variable that differs.")
+
+
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
+    define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()
     define_distribution_flags()

@@ -111,6 +111,7 @@ def define_finetune_run_flags() -> None:
             "Save the resume state (weights, optimizer, data position) every "
             "N steps, besides each epoch end; 0: only at epoch ends. A rerun "
             "of the same command resumes from the latest one.")
+    albert_flags.define_on_nonfinite_flag()
     _define(flags.DEFINE_integer, "steps_per_epoch", None,
             "Optimizer steps per Keras epoch (checkpoint and dev evaluation "
             "interval); default: one pass over the training data.")

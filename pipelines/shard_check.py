@@ -34,7 +34,7 @@ import gzip
 import os
 import re
 import struct
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from pipelines import shard_manifest
 
@@ -59,6 +59,9 @@ class ShardReport:
         checked: files checked against a manifest, the missing ones included.
         manifests: the manifests used.
         bad: path -> the manifest's record count, for each bad shard present.
+        unchecked: (manifest path, what is wrong with it, shards it leaves
+            unchecked) for each set of named shards whose manifest is missing,
+            cut or without entries (those shards are in `unverified` too).
     """
 
     verified: List[str] = dataclasses.field(default_factory=list)
@@ -68,6 +71,7 @@ class ShardReport:
     checked: int = 0
     manifests: List[str] = dataclasses.field(default_factory=list)
     bad: Dict[str, int] = dataclasses.field(default_factory=dict)
+    unchecked: List[Tuple[str, str, List[str]]] = dataclasses.field(default_factory=list)
 
     def problem_line(self) -> str:
         """One line naming every problem, e.g. "2 of 8 shards do not match ..."."""
@@ -110,6 +114,16 @@ def _check_one(path: str, entry: Dict[str, object], mode: str) -> Optional[str]:
     return None
 
 
+def _manifest_fault(folder: str, prefix: str, manifest: Optional[Dict[str, object]], paths: List[str]):
+    """(manifest path, what is wrong with it, paths) for a set of named shards that it cannot check."""
+    import tensorflow as tf
+
+    path = shard_manifest.manifest_path(folder, prefix)
+    if manifest is not None:
+        return path, "without shard entries (an older version's)", paths
+    return path, ("missing" if not tf.io.gfile.exists(path) else "unreadable (cut, or not a JSON object)"), paths
+
+
 def check_shards(files: Sequence[str], mode: str = "size") -> ShardReport:
     """Checks `files` against the manifests beside them.
 
@@ -141,6 +155,7 @@ def check_shards(files: Sequence[str], mode: str = "size") -> ShardReport:
         entries = (manifest or {}).get(shard_manifest.SHARDS_KEY) or {}
         if not entries:
             report.unverified.extend(paths)
+            report.unchecked.append(_manifest_fault(folder, prefix, manifest, paths))
             continue
         report.manifests.append(shard_manifest.manifest_path(folder, prefix))
         given = {os.path.basename(p): p for p in paths}
@@ -310,9 +325,15 @@ def verify_input_shards(files: Sequence[str], mode: str = "size",
     if report.verified:
         logging.info("%d shard(s) match their manifest (%s: %s): %d records.", len(report.verified),
                      mode, "size" if mode == "size" else "size and SHA-256", report.records)
-    if report.unverified:
+    for path, fault, paths in report.unchecked:
+        logging.warning("Shard manifest %s is %s: the %s of its %d shard(s) is not checked, so a truncated, grown "
+                        "or missing shard is read as it is.", path, fault,
+                        "size" if mode == "size" else "size and SHA-256", len(paths))
+    named = {p for _, _, paths in report.unchecked for p in paths}
+    plain = [p for p in report.unverified if p not in named]
+    if plain:
         logging.info("%d input file(s) have no manifest entry and are read unverified (e.g. %s).",
-                     len(report.unverified), os.path.basename(report.unverified[0]))
+                     len(plain), os.path.basename(plain[0]))
     return report
 
 

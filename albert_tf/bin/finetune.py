@@ -26,7 +26,9 @@ albert_tf.load_task_model and albert-export as it is), eval_results.txt
 (train/, eval/) and the resume state: running the same command again after
 an interruption continues from the last resume checkpoint (every
 --save_checkpoints_steps steps and each epoch end) at the exact data position.
-SIGTERM or SIGINT (a preemptible VM, a scheduler, Ctrl-C) finishes the current
+A non-finite loss stops the run at its step in one line naming the last good
+resume checkpoint (--on_nonfinite=stop, exit code 1); nothing of that step is
+saved. SIGTERM or SIGINT (a preemptible VM, a scheduler, Ctrl-C) finishes the current
 step, saves the resume state there and exits with code 75 (EX_TEMPFAIL) and
 one line naming it; the same command resumes exactly. A second signal stops at
 once. Exit codes: 0 done, 1 an error (one line), 75 preempted. A second run
@@ -72,7 +74,7 @@ def options_from_flags(flag_values=FLAGS):
         layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, adam_epsilon=f.adam_epsilon, steps_per_epoch=f.steps_per_epoch,
         strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, jit_compile=f.jit_compile, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
-        save_checkpoints_steps=f.save_checkpoints_steps)
+        save_checkpoints_steps=f.save_checkpoints_steps, on_nonfinite=f.on_nonfinite)
 
 
 def main(argv) -> None:

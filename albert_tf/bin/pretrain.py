@@ -236,6 +236,7 @@ def main(argv) -> None:
                 config, train_dataset_fn, FLAGS.output_dir,
                 optimization=optimization, runtime=run_config, data=data,
                 init_checkpoint=FLAGS.init_checkpoint,
+                allow_partial_init_checkpoint=FLAGS.allow_partial_init_checkpoint,
                 spm_model_file=FLAGS.spm_model_file,
                 eval_dataset_fn=eval_dataset_fn if FLAGS.do_eval else None,
                 strategy=strategy, recovery=recovery)

@@ -89,6 +89,38 @@ class ProgressLogger(keras.callbacks.Callback):
         )
 
 
+class StopOnNonFinite(keras.callbacks.Callback):
+    """``--on_nonfinite=stop`` of fine-tuning: a non-finite loss ends the run at its step, before anything is saved.
+
+    Put it first in the callback list: the resume checkpoint, the best-on-dev
+    model and the run settings of that step are then never written, so the
+    last resume checkpoint is the last good state (as `albert-pretrain` does).
+
+    Args:
+        resume: the run's `ResumeCheckpoint` (named in the message).
+
+    Raises:
+        TrainingError: one line naming the step, the loss and the last good
+            resume checkpoint (albert-finetune exits 1, as albert-pretrain).
+    """
+
+    def __init__(self, resume: "ResumeCheckpoint"):
+        super().__init__()
+        self._resume = resume
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = float((logs or {}).get("loss", 0.0))
+        if math.isfinite(loss):
+            return
+        from albert_tf.training.common import TrainingError
+
+        self.model.stop_training = True
+        raise TrainingError(
+            f"Loss is {loss} at step {_optimizer_step(self.model)}. Last good checkpoint: "
+            f"{self._resume.latest_checkpoint or 'none (no checkpoint yet)'} (the same command resumes from it). "
+            "Lower --learning_rate, check the data, or use float32.")
+
+
 class RecordRunSettings(keras.callbacks.Callback):
     """Calls `record` once, when the run's first training step is done.
 

@@ -75,6 +75,9 @@ class FinetuneOptions:
         log_steps: progress line and summary interval.
         save_checkpoints_steps: resume state every N steps (and at each Keras
             epoch end); None or 0: only at epoch ends.
+        on_nonfinite: "stop" (the only choice here): a non-finite loss ends
+            the run in one line naming the step and the last good resume
+            checkpoint (`callbacks.StopOnNonFinite`).
     """
 
     task: str
@@ -107,6 +110,7 @@ class FinetuneOptions:
     seed: int = 12345
     log_steps: int = 50
     save_checkpoints_steps: Optional[int] = 1000
+    on_nonfinite: str = "stop"
 
     def validate(self) -> None:
         """Raises ValueError naming the flag for inconsistent options."""
@@ -145,6 +149,9 @@ class FinetuneOptions:
             raise ValueError(f"--adam_epsilon must be positive, got {self.adam_epsilon!r}.")
         if self.layerwise_lr_decay is not None and not 0.0 < self.layerwise_lr_decay <= 1.0:
             raise ValueError(f"--layerwise_lr_decay must be in (0, 1], got {self.layerwise_lr_decay!r}.")
+        if self.on_nonfinite != "stop":
+            raise ValueError(f"--on_nonfinite={self.on_nonfinite!r}: albert-finetune supports 'stop' only "
+                             "(rollback is albert-pretrain's).")
         if self.save_checkpoints_steps is not None and self.save_checkpoints_steps < 0:
             raise ValueError(f"--save_checkpoints_steps must be >= 0, got {self.save_checkpoints_steps!r}.")
         if self.steps_per_epoch is not None and self.steps_per_epoch <= 0:
@@ -432,7 +439,8 @@ def _train(task, options, strategy, train_data, dev_data, spm_model_file, precis
         albert_tf.save_task_model(m, options.output_dir, spm_model_file=spm_model_file)
 
     summaries = cb.ScalarSummaries(options.output_dir, options.log_steps)
-    callbacks = [cb.RecordRunSettings(lambda: record_run_state(options, settings)),  # first: before any save
+    callbacks = [cb.StopOnNonFinite(resume),  # first: a non-finite step saves nothing
+                 cb.RecordRunSettings(lambda: record_run_state(options, settings)),  # before any save
                  cb.ProgressLogger(schedule["total_steps"], options.train_batch_size, options.log_steps), summaries]
     if dev_data is not None:
         callbacks.append(cb.BestOnDev(lambda m: task.evaluate(m, dev_data, options.eval_batch_size),

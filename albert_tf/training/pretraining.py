@@ -200,7 +200,7 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
                    runtime: RuntimeConfig, data: PretrainingDataConfig,
                    precision: str, strategy: tf.distribute.Strategy,
                    output_dir: str, init_checkpoint: Optional[str],
-                   chief: bool):
+                   chief: bool, allow_partial_init: bool = False):
     """Model, optimizer and step, resumed or warm-started, with the run's
     settings checked against the recorded ones.
 
@@ -220,7 +220,7 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
     keras.utils.set_random_seed(runtime.seed)
     state = TrainState.create(config, optimization, precision, strategy,
                               ckpt_dir, runtime.keep_checkpoint_max)
-    latest = restore_or_warm_start(state, output_dir, init_checkpoint, config)
+    latest = restore_or_warm_start(state, output_dir, init_checkpoint, config, allow_partial_init)
     check_run_settings(
         output_dir, run_settings(optimization, replicas, data.max_seq_length,
                                  data.max_predictions_per_seq, runtime.seed,
@@ -244,7 +244,7 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
         from albert_tf import checkpoints  # lazy: optional heavy imports
 
         checkpoints.save_pretrained(state.model, output_dir,
-                                    spm_model_file=spm_model_file)
+                                    spm_model_file=spm_model_file, step=state.step)
     elif tf.io.gfile.exists(ckpt_dir):  # gfile: shutil.rmtree silently does nothing on gs://
         try:
             tf.io.gfile.rmtree(ckpt_dir)
@@ -308,6 +308,7 @@ def run_pretraining(
     log_callback: Optional[Callable[[Dict[str, Any]], None]] = None,
     handle_preemption: bool = True,
     recovery: Optional[RecoveryConfig] = None,
+    allow_partial_init_checkpoint: bool = False,
 ) -> Dict[str, Any]:
     """Pretrains an `AlbertPretrainer` (MLM + SOP) and writes it to output_dir.
 
@@ -330,7 +331,8 @@ def run_pretraining(
         data: lengths checked against the data, evaluation steps (default
             `PretrainingDataConfig()`: no length check).
         init_checkpoint: warm start from anything `albert_tf.load_checkpoint`
-            reads (ignored when resuming).
+            reads (ignored when resuming); a model of another shape is refused
+            in one line naming the first variable that differs.
         spm_model_file: SentencePiece model copied into output_dir.
         eval_dataset_fn: if given, evaluate after training and write
             eval_results.txt.
@@ -343,6 +345,8 @@ def run_pretraining(
             handlers.
         recovery: what a diverging loss does (default `RecoveryConfig()`:
             stop).
+        allow_partial_init_checkpoint: warm-start from a model of another
+            shape, loading only the variables that match (logged at WARNING).
 
     Returns:
         dict with global_step, the last interval's train metrics (loss,
@@ -383,7 +387,7 @@ def run_pretraining(
     chief = runtime_lib.is_chief(strategy)
     state, latest, ckpt_dir = _prepare_state(
         config, optimization, runtime, data, precision, strategy, output_dir,
-        init_checkpoint, chief)
+        init_checkpoint, chief, allow_partial_init_checkpoint)
     start_step = state.step
     healer = Healer(recovery, state, output_dir) if recovery.rollback else None
 

@@ -142,8 +142,12 @@ class TrainState:
 
 def restore_or_warm_start(state: TrainState, output_dir: str,
                           init_checkpoint: Optional[str],
-                          config: AlbertConfig) -> Optional[str]:
+                          config: AlbertConfig, allow_partial: bool = False) -> Optional[str]:
     """Resumes from output_dir's latest checkpoint, else warm-starts.
+
+    Args:
+        allow_partial: let a warm start from a model of another shape load only
+            the variables that match (`warm_start`).
 
     Returns:
         The checkpoint resumed from, or None for a fresh (or warm) start.
@@ -155,13 +159,38 @@ def restore_or_warm_start(state: TrainState, output_dir: str,
         logging.info("Resumed from step %d (%s)%s", state.step, latest,
                      f"; {skipped} input batch(es) skipped by rollbacks" if skipped else "")
     elif init_checkpoint:
-        warm_start(state.model, init_checkpoint, config)
+        warm_start(state.model, init_checkpoint, config, allow_partial)
     return latest
 
 
+PARTIAL_FLAG = "--allow_partial_init_checkpoint"
+
+
+def _mismatch(var, src) -> Optional[str]:
+    """Why `src` (a variable of the checkpoint's model, or None) cannot fill `var`; None when it can."""
+    if src is None:
+        return f"{var.path} {tuple(var.shape)} is not in it"
+    if tuple(src.shape) != tuple(var.shape):
+        return f"{var.path} has shape {tuple(src.shape)} there and {tuple(var.shape)} here"
+    return None
+
+
 def warm_start(pretrainer: AlbertPretrainer, path: str,
-               config: AlbertConfig) -> None:
-    """Copies every weight of `path` whose variable path and shape match."""
+               config: AlbertConfig, allow_partial: bool = False) -> None:
+    """Copies the weights of `path` into `pretrainer`: all of them, or (allow_partial) those that match.
+
+    Args:
+        pretrainer: the model to fill.
+        path: anything `albert_tf.load_checkpoint` reads.
+        config: the config to read `path` with when its folder has none.
+        allow_partial: copy only the variables whose path and shape match and
+            log at WARNING what was loaded and what was not.
+
+    Raises:
+        TrainingError: (one line) a variable of the model is missing from the
+            checkpoint or has another shape there, naming the first one and
+            both shapes (unless allow_partial); or nothing matches at all.
+    """
     import albert_tf  # the package exports load_checkpoint; avoid a cycle
 
     try:
@@ -169,19 +198,30 @@ def warm_start(pretrainer: AlbertPretrainer, path: str,
     except FileNotFoundError:
         source = albert_tf.load_checkpoint(path, config=config)
     values = {v.path: v for v in source.weights}
-    loaded, skipped = 0, []
+    loaded, skipped = [], []
     for var in pretrainer.weights:
         src = values.get(var.path)
-        if src is not None and tuple(src.shape) == tuple(var.shape):
-            var.assign(src.numpy())
-            loaded += 1
+        reason = _mismatch(var, src)
+        if reason is None:
+            loaded.append((var, src))
         elif var.trainable:
+            if not allow_partial:
+                raise TrainingError(
+                    f"--init_checkpoint={path!r} is a model of another shape: {reason} (the first of the "
+                    f"model's variables that does not match). Give a checkpoint of this model's config, or "
+                    f"{PARTIAL_FLAG} to warm-start only the variables that match.")
             skipped.append(var.path)
-    if loaded == 0:
+    if not loaded:
         raise TrainingError(
             f"--init_checkpoint={path!r} shares no weight with this model.")
-    logging.info("Warm start from %s: %d variables loaded, %d kept fresh %s",
-                 path, loaded, len(skipped), skipped[:10])
+    for var, src in loaded:
+        var.assign(src.numpy())
+    if skipped:
+        logging.warning("Partial warm start from %s (%s): %d of %d variables loaded (%s); %d kept fresh: %s",
+                        path, PARTIAL_FLAG, len(loaded), len(loaded) + len(skipped),
+                        ", ".join(var.path for var, _ in loaded), len(skipped), ", ".join(skipped))
+    else:
+        logging.info("Warm start from %s: all %d variables loaded.", path, len(loaded))
 
 
 def check_or_write_config(config: AlbertConfig, output_dir: str,

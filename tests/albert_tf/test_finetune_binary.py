@@ -330,3 +330,28 @@ def test_length_buckets_flag_reaches_the_task_options(tmp_path, assets, extra, e
         assert finetune.options_from_flags().task_options.length_buckets is expected
     finally:
         FLAGS.unparse_flags()
+
+
+def test_a_non_finite_loss_stops_at_its_step_naming_the_last_good_checkpoint(tmp_path, assets):
+    """Issue 36 F10: fine-tuning had no non-finite guard; a NaN model could be saved as the best on dev."""
+    from albert_tf.training.common import TrainingError
+
+    data = finetune_data.glue_sst2(str(tmp_path / "SST-2"), n_train=8)
+    out = str(tmp_path / "out")
+    # A rate of 1e38 sends AdamW's first update to ~1e38 per weight: step 2's loss overflows.
+    argv = _argv("glue/sst-2", data, out, assets, "--num_train_epochs=3", "--nodo_predict", "--learning_rate=1e38",
+                 "--warmup_proportion=0", "--save_checkpoints_steps=1")
+    with pytest.raises(TrainingError) as stopped:
+        _run(argv)
+    assert str(stopped.value) == (
+        f"Loss is nan at step 2. Last good checkpoint: {os.path.join(out, 'resume', 'ckpt-1')} (the same command "
+        "resumes from it). Lower --learning_rate, check the data, or use float32.")
+    # Nothing of step 2 was saved: no resume checkpoint, no best-on-dev model.
+    assert sorted(os.listdir(os.path.join(out, "resume"))) == ["checkpoint", "ckpt-1.data-00000-of-00001",
+                                                               "ckpt-1.index"]
+    for name in ("model.weights.safetensors", cb.BEST_STATE_FILE, "eval_results.txt"):
+        assert not os.path.exists(os.path.join(out, name)), name
+    with pytest.raises(ValueError) as refused:
+        _run(argv + ["--on_nonfinite=rollback"])
+    assert str(refused.value) == ("--on_nonfinite='rollback': albert-finetune supports 'stop' only (rollback is "
+                                  "albert-pretrain's).")

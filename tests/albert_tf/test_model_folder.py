@@ -110,8 +110,6 @@ def test_vocabulary_refusals_name_what_was_looked_for(tmp_path):
     (["model.ckpt-best.index", "model.ckpt-best.data-00000-of-00001"], None, "model.ckpt-best"),
     # A `checkpoint` state file names the latest of several.
     (["ckpt-1.index", "ckpt-7.index"], 'model_checkpoint_path: "ckpt-7"\n', "ckpt-7"),
-    # Safetensors first: albert-pretrain's folder holds its checkpoints and the final model.weights.safetensors.
-    (["model.weights.safetensors", "ckpt-7.index"], 'model_checkpoint_path: "ckpt-7"\n', "model.weights.safetensors"),
     (["model.safetensors", "config.json"], None, "model.safetensors"),
 ])
 def test_weights_rule(tmp_path, names, state_file, expected):
@@ -137,6 +135,59 @@ def test_weights_refusals_in_one_line(tmp_path, names, message):
     with pytest.raises(ValueError) as refused:
         model_folder.find_weights(str(tmp_path))
     assert str(refused.value) == message.format(f=str(tmp_path), last=str(tmp_path / "model.ckpt-2000"))
+
+
+def _continued_run(folder, final_step, checkpoint_step):
+    """A pretraining folder: final weights of `final_step` (None: recording no step), a checkpoint of another model.
+
+    Returns:
+        (the final weights' model, the checkpoint's model).
+    """
+    config = albert_tf.AlbertConfig.tiny()
+    final, later = albert_tf.AlbertPretrainer(config), albert_tf.AlbertPretrainer(config)
+    albert_tf.save_pretrained(final, folder, step=final_step)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=later), folder, max_to_keep=5,
+                                         checkpoint_name="ckpt")
+    manager.save(checkpoint_number=checkpoint_step)
+    return final, later
+
+
+def _assert_same_weights(a, b):
+    for x, y in zip(a.weights, b.weights, strict=True):
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+def test_the_newer_of_final_weights_and_checkpoints_wins(tmp_path):
+    """Issue 36 F5: a run finished at step 2 (its final weights), continued and preempted at step 4 (ckpt-4)."""
+    folder = str(tmp_path / "continued")
+    final, later = _continued_run(folder, final_step=2, checkpoint_step=4)
+    assert model_folder.find_weights(folder) == (os.path.join(folder, "ckpt-4"), model_folder.TF_CHECKPOINT)
+    _assert_same_weights(albert_tf.load_checkpoint(folder), later)
+    # The run's end: the final weights record the step of its last checkpoint, and win.
+    folder = str(tmp_path / "finished")
+    final, _ = _continued_run(folder, final_step=4, checkpoint_step=4)
+    assert model_folder.find_weights(folder) == (os.path.join(folder, "model.weights.safetensors"),
+                                                 model_folder.ALBERT_TF)
+    _assert_same_weights(albert_tf.load_checkpoint(folder), final)
+    # The same on a remote folder, whose files were copied (new modification times): the steps decide.
+    remote = _upload(str(tmp_path / "continued"), "ram://newest/continued")
+    assert model_folder.find_weights(remote) == (f"{remote}/ckpt-4", model_folder.TF_CHECKPOINT)
+
+
+def test_final_weights_without_a_step_are_compared_by_modification_time(tmp_path):
+    folder = str(tmp_path / "older_version")
+    _continued_run(folder, final_step=None, checkpoint_step=4)
+    weights, index = os.path.join(folder, "model.weights.safetensors"), os.path.join(folder, "ckpt-4.index")
+    for weights_time, index_time, expected in ((1_000, 2_000, "ckpt-4"), (2_000, 1_000, "model.weights.safetensors")):
+        os.utime(weights, ns=(weights_time * 10**9,) * 2)
+        os.utime(index, ns=(index_time * 10**9,) * 2)
+        assert model_folder.find_weights(folder)[0] == os.path.join(folder, expected)
+    os.utime(index, ns=(2_000 * 10**9,) * 2)
+    with pytest.raises(ValueError) as refused:
+        model_folder.find_weights(folder)
+    assert str(refused.value) == (
+        f"{folder!r} holds model.weights.safetensors and the training checkpoint ckpt-4, and neither a step nor a "
+        f"modification time tells which is newer: give the prefix {os.path.join(folder, 'ckpt-4')!r}, or remove one.")
 
 
 def _upload(folder, remote):

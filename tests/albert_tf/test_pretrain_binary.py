@@ -218,3 +218,35 @@ def test_configs_are_filled_from_the_flags():
                     "mixed_precision", "max_seq_length",
                     "max_predictions_per_seq"):
                 assert field.default == FLAGS[field.name].default, field.name
+
+
+def test_init_checkpoint_of_another_size_is_refused_unless_partial_is_allowed(tmp_path, workdir, caplog):
+    """Issue 36 F9: a hidden-32 model into this hidden-16 one (same embeddings) loaded 11 of 32 variables."""
+    import logging
+
+    if not FLAGS.is_parsed():
+        FLAGS(["albert-pretrain"])
+    source = str(tmp_path / "bigger")
+    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(tl.tiny_config(hidden_size=32)), source)
+    values = dict(output_dir=str(tmp_path / "out"), preset=None, albert_config_file=str(workdir / "albert_config.json"),
+                  input_file=str(workdir / "data" / "train-*.tfrecord"), spm_model_file=str(workdir / "vocab.model"),
+                  init_checkpoint=source, do_train=True, do_eval=False, train_batch_size=8, max_seq_length=16,
+                  max_predictions_per_seq=3, num_train_steps=1, num_warmup_steps=0, save_checkpoints_steps=1)
+    with flagsaver.flagsaver(**values):
+        with pytest.raises(SystemExit) as info:
+            pretrain.main(["albert-pretrain"])
+    assert str(info.value) == (
+        f"albert-pretrain: --init_checkpoint={source!r} is a model of another shape: "
+        "albert_encoder/embedding_projection/kernel has shape (8, 32) there and (8, 16) here (the first of the "
+        "model's variables that does not match). Give a checkpoint of this model's config, or "
+        "--allow_partial_init_checkpoint to warm-start only the variables that match.")
+    assert not os.path.exists(tmp_path / "out" / "ckpt-1.index")
+    with flagsaver.flagsaver(**dict(values, allow_partial_init_checkpoint=True)):
+        with caplog.at_level(logging.WARNING):
+            pretrain.main(["albert-pretrain"])
+    line = [r.getMessage() for r in caplog.records if "Partial warm start" in r.getMessage()]
+    assert len(line) == 1 and line[0].startswith(
+        f"Partial warm start from {source} (--allow_partial_init_checkpoint): 11 of 32 variables loaded ("
+        "albert_encoder/embeddings/word_embeddings, "), line
+    assert "; 21 kept fresh: albert_encoder/embedding_projection/kernel, " in line[0]
+    assert os.path.exists(tmp_path / "out" / "ckpt-1.index")

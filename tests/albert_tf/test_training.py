@@ -150,6 +150,10 @@ def test_time_budget_then_warm_start_from_init_checkpoint(data, tmp_path):
                  max_train_seconds=0)
     assert first["global_step"] == 1
     assert first["checkpoint"].endswith("ckpt-1")
+    # The final weights record their step (issue 36 F5: load_checkpoint compares it with a continued run's).
+    from albert_tf import model_folder
+
+    assert model_folder.recorded_step(str(tmp_path / "first" / "model.weights.safetensors")) == 1
     second = _run(data, tmp_path / "second", num_train_steps=1,
                   learning_rate=0.0, seed=99,
                   init_checkpoint=str(tmp_path / "first"))

@@ -223,3 +223,29 @@ def test_skip_corrupt_records_reads_the_good_records_before_the_bad_one(tmp_path
     assert count(True) == 9
     with pytest.raises(tf.errors.DataLossError, match="truncated record"):
         count(False)
+
+
+def test_a_missing_or_cut_manifest_is_one_warning_naming_it(shards, caplog):
+    """Issue 36 F8: a manifest that is cut, or was not copied with its shards, turned the check off at INFO."""
+    import logging
+
+    folder, paths, _ = shards
+    manifest = os.path.join(folder, "pretrain.manifest.json")
+    with open(manifest) as f:
+        text = f.read()
+    expected = {"cut": f"Shard manifest {manifest} is unreadable (cut, or not a JSON object): the size of its 4 "
+                       "shard(s) is not checked, so a truncated, grown or missing shard is read as it is.",
+                "missing": f"Shard manifest {manifest} is missing: the size of its 4 shard(s) is not checked, so a "
+                           "truncated, grown or missing shard is read as it is."}
+    for fault in ("cut", "missing"):
+        if fault == "cut":
+            with open(manifest, "w") as f:
+                f.write(text[: len(text) // 2])
+        else:
+            os.remove(manifest)
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            report = shard_check.verify_input_shards(paths, "size")
+        assert report.problems == [] and len(report.unverified) == NUM
+        lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+        assert lines == [("WARNING", expected[fault])], lines
