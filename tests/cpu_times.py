@@ -6,7 +6,8 @@ Each test's CPU time is charged to its file; a session-scoped fixture's set-up i
 ("session fixture <name>"), since under xdist it is built by whichever file reaches it first.
 
 With ``ALBERT_TF_CPU_TIMES=<folder>`` set, every pytest process (the controller and each xdist worker) writes
-``<folder>/cpu-<worker>.json``: ``{"files": {path: cpu_s}, "wall": {path: wall_s}, "tests": {path: n}}``.
+``<folder>/cpu-<worker>.json``: ``{"files": {path: cpu_s}, "wall": {path: wall_s}, "tests": {path: n},
+"costliest_tests": {node id: cpu_s}}``.
 `python -m tests.durations` merges them, prints the table and checks them against tests/durations.json.
 """
 
@@ -19,6 +20,7 @@ from collections import defaultdict
 import pytest
 
 SESSION_FIXTURE_PREFIX = "session fixture "
+COSTLIEST_TESTS = 40  # per process: the tests whose CPU seconds the record lists one by one
 
 
 def cpu_seconds() -> float:
@@ -35,6 +37,7 @@ class CpuTimes:
         self.cpu = defaultdict(float)
         self.wall = defaultdict(float)
         self.tests = defaultdict(int)
+        self.by_test = {}  # node id -> CPU seconds (the costliest are kept in the record)
         self._fixture_depth = 0
         self._carved = 0.0  # session-fixture seconds inside the running test, charged to the fixture instead
 
@@ -62,7 +65,9 @@ class CpuTimes:
         self._carved = 0.0
         cpu0, wall0 = cpu_seconds(), time.monotonic()
         yield
-        self.cpu[path] += cpu_seconds() - cpu0 - self._carved
+        spent = cpu_seconds() - cpu0 - self._carved
+        self.by_test[item.nodeid] = spent
+        self.cpu[path] += spent
         self.wall[path] += time.monotonic() - wall0
         self.tests[path] += 1
 
@@ -72,6 +77,8 @@ class CpuTimes:
             return
         os.makedirs(folder, exist_ok=True)
         worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        record = {"files": dict(self.cpu), "wall": dict(self.wall), "tests": dict(self.tests)}
+        costliest = dict(sorted(self.by_test.items(), key=lambda kv: -kv[1])[:COSTLIEST_TESTS])
+        record = {"files": dict(self.cpu), "wall": dict(self.wall), "tests": dict(self.tests),
+                  "costliest_tests": costliest}
         with open(os.path.join(folder, f"cpu-{worker}.json"), "w", encoding="utf-8") as f:
             json.dump(record, f, indent=1, sort_keys=True)

@@ -97,6 +97,8 @@ NOT_RUN = {
         "the installation itself; .ci/run installs the same package into .venv",
     "bash .ci/run": "CI's entry point: it runs the whole suite, this test among it",
     "python -m pytest -q tests": "the whole suite, this test among it",
+    "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests": "the whole suite on both cores, as "
+                                                                             ".ci/run runs it, this test among it",
     "python -m pytest -q tests/test_docs.py": "this test itself",
     'docker run -p 8501:8501 -v "$PWD/exports/mytask:/models/mytask" -e MODEL_NAME=mytask tensorflow/serving': _SERVER,
     'docker run -p 8501:8501 -v "$PWD/exports/albert_sst2:/models/albert_sst2" -e MODEL_NAME=albert_sst2 '

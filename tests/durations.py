@@ -27,7 +27,7 @@ NOISE_FLOOR_S = 15.0  # growth below this many CPU seconds is never reported (st
 
 def merge_records(folder: str) -> Dict[str, Dict[str, float]]:
     """Sums the ``cpu-*.json`` records of one pytest run: {"files": {...}, "wall": {...}, "tests": {...}}."""
-    merged = {"files": {}, "wall": {}, "tests": {}}
+    merged = {"files": {}, "wall": {}, "tests": {}, "costliest_tests": {}}
     paths = sorted(glob.glob(os.path.join(folder, "cpu-*.json")))
     if not paths:
         raise SystemExit(f"tests.durations: no cpu-*.json in {folder!r}: was ALBERT_TF_CPU_TIMES set for pytest?")
@@ -96,6 +96,10 @@ def table(merged: Dict[str, Dict[str, float]], recorded: Dict[str, float], top: 
         before = recorded.get(name)
         lines.append(f"{seconds:8.1f} {before if before is not None else float('nan'):9.1f} "
                      f"{merged['wall'].get(name, 0.0):8.1f} {merged['tests'].get(name, 0):6d}  {name}")
+    costliest = sorted(merged["costliest_tests"].items(), key=lambda kv: -kv[1])[:top]
+    if costliest:
+        lines.append(f"The {len(costliest)} costliest tests (CPU-s, set-up and tear-down included):")
+        lines.extend(f"{seconds:8.1f}  {name}" for name, seconds in costliest)
     return "\n".join(lines)
 
 

@@ -42,7 +42,7 @@ def _run_demo(out, corpus, *extra):
     env["PYTHONPATH"] = REPO
     return subprocess.run(
         [sys.executable, "-m", "albert_tf.bin.demo", f"--output_dir={out}", f"--input_file={corpus}",
-         "--pretrain_steps=30", "--vocab_size=120", "--dupe_factor=2", "--train_batch_size=8",
+         "--pretrain_steps=10", "--vocab_size=120", "--dupe_factor=1", "--train_batch_size=8",
          "--finetune_train_examples=48", "--finetune_dev_examples=32", "--finetune_epochs=1", *extra],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=600,
     )
@@ -69,9 +69,9 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     for name in ("albert_config.json", "model.weights.safetensors", "spm.model", "eval_results.txt"):
         assert (model_dir / name).exists(), name
     # Progress: the last pretraining step, as a person reads it; fine-tuning's progress relayed.
-    assert re.search(r"^\[4/8\] pretraining: step 30/30, mlm_acc \d\.\d\d, loss \d+\.\d\d, \d+\.\d steps/s, ETA ",
+    assert re.search(r"^\[4/8\] pretraining: step 10/10, mlm_acc \d\.\d\d, loss \d+\.\d\d, \d+\.\d steps/s, ETA ",
                      log, re.M), log[-3000:]
-    assert "30 of 30 steps, done in" in log and "CUT SHORT" not in log
+    assert "10 of 10 steps, done in" in log and "CUT SHORT" not in log
     assert re.search(r"^\[7/8\] fine-tuning: step 1/1 \(100%\)", log, re.M), log[-3000:]
     assert re.search(r"Fill-in-the-blank on \d+ held-out sentences .* first \d+ times .* top 5 \d+ times", log)
     # Fine-tuning: both runs evaluated on the held-out modules, beside naive Bayes and the majority class.
@@ -83,7 +83,7 @@ def test_demo_runs_every_stage_and_reruns(tmp_path):
     # The verdict names its figures and agrees with them.
     verdict = learning_verdict_from_log(log)
     assert verdict == demo.learning_verdict(demo.DemoFigures(
-        30, 30, *figures_from_log(log), pretrained_acc, random_acc, majority, bow, 32))[0]
+        10, 10, *figures_from_log(log), pretrained_acc, random_acc, majority, bow, 32))[0]
     for name in ("pretrained", "random"):
         results = open(out / "finetune" / name / "eval_results.txt").read()
         assert f"accuracy = " in results

@@ -304,13 +304,10 @@ def test_flag_errors(tmp_path, assets):
         _run(_argv("csv", data, out, assets, "--text_column=headline"))
 
 
-def test_installed_script_exits_0_and_prints_one_line_errors(tmp_path, assets):
+def test_installed_script_prints_one_line_errors(tmp_path, assets):
+    # A successful run of the installed script (exit 0) is the shared `finetuned_sst2` fixture's (tests/conftest.py).
     data = finetune_data.csv_pairs(str(tmp_path / "pairs"))
     script = os.path.join(os.path.dirname(sys.executable), "albert-finetune")
-    proc = subprocess.run([script] + _argv("csv", data, str(tmp_path / "ok"), assets, "--nodo_predict"),
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert os.path.exists(os.path.join(tmp_path, "ok", "eval_results.txt"))
     with open(os.path.join(data, "dev.csv"), "a", encoding="utf-8") as f:
         f.write("ka lo,mi ten,maybe\n")  # a label train never had, on line 8
     proc = subprocess.run([script] + _argv("csv", data, str(tmp_path / "out"), assets),
