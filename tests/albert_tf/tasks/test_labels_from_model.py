@@ -43,8 +43,11 @@ def _write_csv(path, rows, header=("text", "label")):
 
 
 def _eval_argv(task, data_dir, output_dir, spm, *actions):
+    # Every shared flag explicit: another binary's test in this process (albert-pretrain's, under xdist) may have
+    # defined it first with its own default (--optimizer=lamb).
     return [f"--task={task}", f"--data_dir={data_dir}", f"--output_dir={output_dir}", f"--spm_model_file={spm}",
             "--eval_batch_size=8", "--strategy=default", "--mixed_precision=float32", "--nodo_train",
+            "--optimizer=adamw", "--train_batch_size=4", "--learning_rate=1e-3", "--seed=1", "--log_steps=1",
             *actions]
 
 
