@@ -137,6 +137,13 @@ def _run(tmp_path, name, **settings):
     return dict(output_dir=str(tmp_path / name), weights=str(tmp_path / f"{name}.npz"), **settings)
 
 
+def _config_file(folder):
+    """A tiny albert_config.json in `folder` (the runner reads the model's positions before it builds anything)."""
+    path = os.path.join(str(folder), "albert_config.json")
+    task_config().to_json_file(path)
+    return path
+
+
 def test_two_mirrored_replicas_under_xla(data, tmp_path, eager_pretrained, spm):
     """MirroredStrategy over 2 CPU devices: --jit_compile (each replica's forward and backward one XLA
     program, the all-reduce outside) equals the uncompiled 2-replica run, which equals the one-device run;
@@ -144,7 +151,7 @@ def test_two_mirrored_replicas_under_xla(data, tmp_path, eager_pretrained, spm):
     naming why (see `step.whole_step_xla_supported`)."""
     result = _worker(tmp_path, data, runs=[_run(tmp_path, "eager"), _run(tmp_path, "micro", jit_compile=True),
                                            _run(tmp_path, "whole", jit_whole_step=True)],
-                     finetune_jit={"data_dir": str(tmp_path), "spm": spm})
+                     finetune_jit={"data_dir": str(tmp_path), "spm": spm, "config": _config_file(tmp_path)})
     assert result["runs"][:2] == [None, None], result["runs"]
     eager, micro = (dict(np.load(tmp_path / f"{name}.npz")) for name in ("eager", "micro"))
     _assert_equal_weights(micro, eager)

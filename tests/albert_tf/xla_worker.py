@@ -5,7 +5,7 @@ usage: python tests/albert_tf/xla_worker.py JSON_ARGS
 JSON keys: data (a TFRecord glob), result (a JSON path), runs (a list of pretraining runs, each a dict of
 output_dir, weights (an npz path), jit_compile, jit_whole_step, broadcast_in_place: from this run on, see
 `update_only_first_replica_variables_in_place`), gpu_path (see `take_the_gpu_path`), finetune_jit (a dict of
-data_dir and spm: albert-finetune's runner with --jit_compile under --strategy=mirrored). The result holds
+data_dir, spm and config: albert-finetune's runner with --jit_compile under --strategy=mirrored). The result holds
 the replica count and, per run, the error (type: message) or nothing; the fine-tuning run's error.
 """
 
@@ -93,8 +93,9 @@ def finetune_jit(settings):
     from albert_tf.tasks import FinetuneOptions, TaskOptions, run_finetuning
 
     run_finetuning(FinetuneOptions("glue/sst-2", settings["data_dir"], settings["data_dir"] + "/out",
-                                   albert_config_file="unused.json", strategy="mirrored", jit_compile=True,
-                                   do_train=True, task_options=TaskOptions(spm_model_file=settings["spm"])))
+                                   albert_config_file=settings["config"], strategy="mirrored", jit_compile=True,
+                                   do_train=True,
+                                   task_options=TaskOptions(spm_model_file=settings["spm"], max_seq_length=32)))
 
 
 def _error(fn, *args):

@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 from absl import flags
@@ -125,11 +126,14 @@ def test_kill_9_mid_pass_then_resume_equals_an_uninterrupted_run(name, runs, con
     assert batches == 4 and pass_batch != 0, (batches, data_pass, pass_batch)  # mid-pass, not at a pass end
     _run(argv)
     want, got = _resume_state(run["whole"]), _resume_state(killed)
-    assert sorted(got) == sorted(want) and any("seed_states" in key for key in want)
+    assert sorted(got) == sorted(want)
     assert _position(want)[0] == 12
+    model = albert_tf.load_task_model(run["whole"])
+    if any(isinstance(layer, keras.layers.Dropout) and layer.rate > 0 for layer in model._flatten_layers()):
+        assert any("seed_states" in key for key in want), sorted(want)  # the dropout seeds resume too
     # The optimizer holds every trainable variable of the head, those without a gradient (the
     # pooler of span QA and tagging) included: one variable list on the first run and on resume.
-    trainable = len(albert_tf.load_task_model(run["whole"]).trainable_variables)
+    trainable = len(model.trainable_variables)
     slots = [n for n in want if n.startswith("optimizer/_variables/")]
     assert len(slots) >= 2 * trainable, (len(slots), trainable)  # Adam's m and v of each
     for key in want:  # weights, optimizer slots and step, dropout seed states, data position
