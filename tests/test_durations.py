@@ -54,6 +54,15 @@ def test_a_slower_machine_is_not_a_grown_file(tmp_path):
     assert durations.check(str(run), "main", str(record)) == 0  # every file about 2x: the machine
 
 
+def test_the_record_keeps_each_files_highest_time_over_runs(tmp_path):
+    _write_record(str(tmp_path / "one"), "gw0", {"tests/a.py": 30.0, "tests/b.py": 20.0})
+    _write_record(str(tmp_path / "two"), "gw0", {"tests/a.py": 25.0, "tests/b.py": 26.0, "tests/c.py": 5.0})
+    record = tmp_path / "durations.json"
+    durations.update([str(tmp_path / "one"), str(tmp_path / "two")], "main", str(record))
+    written = json.loads(record.read_text())["environments"]["main"]
+    assert written["files"] == {"tests/a.py": 30.0, "tests/b.py": 26.0, "tests/c.py": 5.0} and written["runs"] == 2
+
+
 def test_a_missing_record_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no cpu-\\*.json in"):
         durations.merge_records(str(tmp_path))
