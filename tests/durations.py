@@ -107,6 +107,10 @@ def check(folder: str, environment: str, path: str = DURATIONS_FILE) -> int:
     merged = merge_records(folder)
     recorded = load_durations(path).get("environments", {}).get(environment, {}).get("files", {})
     print(table(merged, recorded))
+    if not recorded:
+        print(f"tests/durations.json holds no record of the {environment} environment: nothing to compare "
+              "(CONTRIBUTING.md says how to record one).")
+        return 0
     factor = machine_factor(merged["files"], recorded)
     print(f"This machine takes {factor:.2f}x the recorded CPU time (median over the files): "
           "files are compared after that factor.")
