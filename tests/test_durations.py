@@ -64,9 +64,10 @@ def test_the_record_keeps_each_files_highest_time_over_runs(tmp_path):
 
 
 def test_an_environment_without_a_record_is_not_growth(tmp_path, capsys):
-    _write_record(str(tmp_path / "run"), "gw0", {"tests/a.py": 300.0})
+    _write_record(str(tmp_path / "run"), "gw0", {"tests/a.py": 300.0, "tests/b.py": 20.0, "tests/c.py": 40.0})
     record = tmp_path / "durations.json"
-    record.write_text(json.dumps({"environments": {"main": {"files": {"tests/a.py": 30.0}}}}))
+    record.write_text(json.dumps({"environments": {"main": {"files": {
+        "tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 40.0}}}}))
     assert durations.check(str(tmp_path / "run"), "extras", str(record)) == 0
     assert "holds no record of the extras environment" in capsys.readouterr().out
     assert durations.check(str(tmp_path / "run"), "main", str(record)) == 1
