@@ -111,6 +111,20 @@ def _is_head(name: str) -> bool:
     return name.startswith("cls/")
 
 
+_PROJECTION = "bert/encoder/embedding_hidden_mapping_in/"
+
+
+def _carries_nothing(values: Mapping[str, np.ndarray], name: str) -> bool:
+    """Whether `name` is the embedding projection of a model without one (E = H) as Hugging Face stores it: the
+    identity and a zero bias (`hf_state_dict`), which a model that adds the embeddings unprojected computes too."""
+    if not name.startswith(_PROJECTION):
+        return False
+    kernel, bias = values.get(_PROJECTION + "kernel"), values.get(_PROJECTION + "bias")
+    if kernel is None or bias is None or kernel.ndim != 2 or kernel.shape[0] != kernel.shape[1]:
+        return False
+    return bool(np.array_equal(kernel, np.eye(kernel.shape[0], dtype=kernel.dtype)) and not np.any(bias))
+
+
 def assign_by_name(
     model: AlbertPretrainer,
     values: Mapping[str, np.ndarray],
@@ -151,7 +165,8 @@ def assign_by_name(
         for name in values
         if name not in targets and not (ignore_unused is not None and ignore_unused.search(name))
     ]
-    unused_encoder = sorted(name for name in unused if name.startswith("bert/"))
+    unused_encoder = sorted(name for name in unused
+                            if name.startswith("bert/") and not _carries_nothing(values, name))
     if unused_encoder:  # more layers or groups than the config has: they would be dropped silently
         raise ValueError(
             f"{source} holds {len(unused_encoder)} encoder variable(s) the config has no place for, e.g. "

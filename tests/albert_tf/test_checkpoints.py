@@ -228,3 +228,25 @@ def test_hugging_face_config_without_a_required_field_is_an_error(tmp_path):
     os.symlink(os.path.join(src, "model.safetensors"), tmp_path / "model.safetensors")
     with pytest.raises(ValueError, match=r"config\.json: .*required.*'num_hidden_layers'"):
         albert_tf.load_checkpoint(str(tmp_path))
+
+
+def test_the_identity_projection_of_a_model_without_one_is_accepted_and_a_real_one_refused():
+    """E = H: Hugging Face stores an embedding projection anyway, the identity with a zero bias (hf_state_dict).
+    Loading drops exactly that one; any other projection would be lost, so it is refused."""
+    from albert_tf.checkpoints import assign_by_name
+
+    config = AlbertConfig(vocab_size=30, embedding_size=16, hidden_size=16, num_hidden_layers=2,
+                          num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    model = albert_tf.AlbertPretrainer(config)
+    model({"input_ids": tf.zeros([1, 4], tf.int32), "input_mask": tf.ones([1, 4], tf.int32),
+           "segment_ids": tf.zeros([1, 4], tf.int32), "masked_lm_positions": tf.zeros([1, 1], tf.int32)})
+    values = {name: v.numpy() for name, v in original_variable_map(model).items()}
+    projection = "bert/encoder/embedding_hidden_mapping_in/"
+    assert projection + "kernel" not in values  # no projection in a model with E = H
+    identity = dict(values, **{projection + "kernel": np.eye(16, dtype=np.float32),
+                               projection + "bias": np.zeros(16, np.float32)})
+    assign_by_name(model, identity, source="hf")
+    scaled = dict(identity, **{projection + "kernel": 2 * np.eye(16, dtype=np.float32)})
+    with pytest.raises(ValueError, match="holds 2 encoder variable\\(s\\) the config has no place for, e.g. "
+                                         "bert/encoder/embedding_hidden_mapping_in/bias"):
+        assign_by_name(model, scaled, source="hf")
