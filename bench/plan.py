@@ -73,11 +73,13 @@ class Measurement:
     runs: List[dict] = dataclasses.field(default_factory=list)
     errors: List[str] = dataclasses.field(default_factory=list)
     skip: str = ""  # why it is not run (a peer not installed)
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)  # set in the worker's environment
 
     @property
     def key(self) -> str:
         settings = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()) if k not in _NOT_IN_KEY)
-        return f"{self.group}:{self.system}:{self.function}:{settings}"
+        env = "".join(f",env:{k}={v}" for k, v in sorted(self.env.items()))
+        return f"{self.group}:{self.system}:{self.function}:{settings}{env}"
 
     def spec(self) -> str:
         return json.dumps({"system": self.module, "function": self.function, "kwargs": self.kwargs})
@@ -142,6 +144,21 @@ def table(m: Measurement) -> str:
 def in_ratios(m: Measurement) -> bool:
     """Rows that do the table's work (albert-finetune's own batches are other batches: shown, not compared)."""
     return not (m.group == "finetune" and m.kwargs.get("feed") == "finetune")
+
+
+def unlike_work(ours: Measurement, peer: Measurement) -> str:
+    """Why two rows of one table do not do the same work ("" when they do): a row padding each batch to a
+    multiple of common.BUCKET_STEP (keras-hub's pre-packed buckets, in runs before issue 27) beside rows that
+    do not.
+
+    >>> a = Measurement("text", "albert-tf task model", "ours", "text", {"feed": "grouped"})
+    >>> unlike_work(a, Measurement("text", "keras-hub", "kerashub", "text", {"feed": "grouped", "padding": "bucket"}))
+    'keras-hub pads each batch to a multiple of 16'
+    """
+    bucketed = [m for m in (ours, peer) if m.kwargs.get("padding") == "bucket"]
+    if len(bucketed) != 1:
+        return ""
+    return f"{bucketed[0].system} pads each batch to a multiple of {common.BUCKET_STEP}"
 
 
 def pairs(rows: Sequence[Measurement]) -> List[tuple]:
