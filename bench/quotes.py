@@ -42,6 +42,7 @@ KEY = re.compile(r"<!--\s*bench:(.*?)-->", re.S)
 RATIO = re.compile(r"(?<![\w.])\d+\.\d+x(?![\w])")
 PERCENT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?%")
 DECIMAL = re.compile(r"(?<![\w.-])\d+\.\d+(?![\w.])")
+CODE_SPAN = re.compile(r"`[^`\n]*`")
 CITATION = re.compile(r"bench/results/([\w.-]+)\.(?:md|json)")
 VERBS = {"ahead": "ahead of", "behind": "behind", "level": "level with"}
 HERE = "\x00quote\x00"  # what a checked quote is replaced by before the unkeyed figures are looked for
@@ -225,10 +226,11 @@ def _cites_a_run(unit: str, root: str) -> bool:
 def problems(text: str, root: str) -> List[str]:
     """One line per wrong or unreadable key and per benchmark figure that no key stands for."""
     out: List[str] = []
-    for unit in units(text):
+    for cited in units(text):
+        unit = CODE_SPAN.sub("``", cited)  # `python -m bench.run --reps 5`: a command, not a figure
         rest = _check_keys(unit, root, out)
         loose = RATIO.findall(rest)
-        if HERE in rest or _cites_a_run(unit, root) or "MFU" in rest:
+        if HERE in rest or _cites_a_run(cited, root) or "MFU" in rest:
             loose += PERCENT.findall(rest) + DECIMAL.findall(RATIO.sub("", PERCENT.sub("", rest)))
         if loose:
             out.append(f"{', '.join(loose)} not tied to a run file's JSON by a <!-- bench: ... --> key: "

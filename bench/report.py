@@ -33,6 +33,10 @@ def _setting(m: Measurement) -> str:
         parts.append("XLA" if m.kwargs["xla"] else "no XLA")
     if m.kwargs.get("hint"):
         parts.append(str(m.kwargs["hint"]))
+    if "TF_XLA_FLAGS" in m.env:
+        parts.append("XLA auto-clustering")
+    if "TF_ENABLE_ONEDNN_OPTS" in m.env:
+        parts.append("oneDNN " + ("on" if m.env["TF_ENABLE_ONEDNN_OPTS"] == "1" else "off"))
     return ", ".join(parts)
 
 
@@ -57,12 +61,15 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List
 
 def ratio_table(rows: Sequence[Measurement], field: str = "per_s", what: str = "") -> List[str]:
     """One line per (ours, peer) pair of `plan.pairs`: the paired ratio and its reading."""
-    pairs = [(a, b, stats.paired(a, b, field)) for a, b in P.pairs(rows)]
+    levers = P.lever_pairs(rows)
+    pairs = [(a, b, stats.paired(a, b, field)) for a, b in P.pairs(rows) + levers]
     pairs = [(a, b, r) for a, b, r in pairs if r.values]
     if not pairs:
         return []
     lines = [f"Ratios{what}: ours / peer in each repetition, median (min-max); \"level\" when the range "
-             "includes 1.0.", "", "| ours | peer | ours / peer | repetitions | reading |", "|---|---|---|---|---|"]
+             "includes 1.0." + (" For a lever: the row with it / the same system with none (\"ahead\": the lever "
+                                "gains)." if levers else ""),
+             "", "| ours | peer | ours / peer | repetitions | reading |", "|---|---|---|---|---|"]
     for a, b, r in pairs:
         reading = {"ahead": "ours ahead", "behind": "ours behind"}.get(r.verdict, r.verdict)
         if P.unlike_work(a, b):
@@ -379,7 +386,8 @@ def finetune_section(rows: Sequence[Measurement], reps: int) -> List[str]:
         return []
     kw = rows[0].kwargs
     lines = [f"## Fine-tuning on real text (2-label sentence classifier, batch {kw['batch']}, training examples/s)",
-             "", f"ALBERT-{kw.get('shape', 'base')} shape, random weights, mixed bfloat16, random labels; batches "
+             "", f"ALBERT-{kw.get('shape', 'base')} shape, random weights, "
+             + ("mixed bfloat16" if kw["precision"] == "bfloat16" else kw["precision"]) + ", random labels; batches "
              f"from the raw-text pool, {kw['warmup']} untimed then {kw['steps']} timed as one pass, the same batches "
              "for every system in a table. Ours: `AlbertClassifier` (in-graph preprocessor) + "
              "`albert_tf.optimizers.adamw`, `fit`; keras-hub: `AlbertTextClassifier`, its preprocessor in the "

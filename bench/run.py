@@ -16,6 +16,7 @@ and .md (rendered from the JSON alone, `bench.report`), where <cpu-kind> comes f
 
     python -m bench.run                      # the default plan, 5 repetitions (about 70 minutes on 2 cores)
     python -m bench.run --plan smoke --reps 1
+    python -m bench.run --plan levers        # XLA and oneDNN against neither, ours only (bench/results/<kind>-levers.md)
     python -m bench.run --render_only bench/results/amx.json
 """
 
@@ -192,7 +193,10 @@ def text_files(cache_dir: str):
 
 
 def default_output(plan_name: str, only: str, cache_dir: str, kind: str) -> str:
-    """bench/results/<kind>.md for a whole default or full plan; the cache folder for smoke or --only runs."""
+    """bench/results/<kind>.md for a whole default or full plan (<kind>-levers.md for the levers plan); the
+    cache folder for smoke or --only runs."""
+    if plan_name == "levers" and not only:
+        return os.path.join(RESULTS_DIR, f"{kind}-levers.md")
     if plan_name == "smoke" or only:
         return os.path.join(cache_dir, f"{kind}-{plan_name}{'-' + only.replace(',', '-') if only else ''}.md")
     return os.path.join(RESULTS_DIR, f"{kind}.md")
