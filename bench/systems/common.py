@@ -400,7 +400,7 @@ FLAGS_THAT_MATTER = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "am
 def parse_cpuinfo(text: str) -> Dict[str, object]:
     """The first CPU's model, clock ("cpu MHz") and flags of /proc/cpuinfo's text.
 
-    >>> parse_cpuinfo("model name\t: AMD EPYC\ncpu MHz\t\t: 2445.420\nflags\t\t: fpu avx2 fma\n")
+    >>> parse_cpuinfo("model name\\t: AMD EPYC\\ncpu MHz\\t\\t: 2445.420\\nflags\\t\\t: fpu avx2 fma\\n")
     {'model': 'AMD EPYC', 'mhz': 2445.42, 'flags': ['avx2', 'fma']}
     """
     out: Dict[str, object] = {}
@@ -418,7 +418,7 @@ def parse_cpuinfo(text: str) -> Dict[str, object]:
 def parse_lscpu(text: str) -> Dict[str, object]:
     """Topology and maximum clock from `lscpu`'s text (a field lscpu does not print is left out).
 
-    >>> parse_lscpu("Thread(s) per core:  1\nCore(s) per socket:  2\nSocket(s):  1\nCPU max MHz:  3529.0\n")
+    >>> parse_lscpu("Thread(s) per core:  1\\nCore(s) per socket:  2\\nSocket(s):  1\\nCPU max MHz:  3529.0\\n")
     {'threads_per_core': 1, 'cores_per_socket': 2, 'sockets': 1, 'max_mhz': 3529.0}
     """
     fields = {"Thread(s) per core": ("threads_per_core", int), "Core(s) per socket": ("cores_per_socket", int),
@@ -479,10 +479,10 @@ def cpu_line(cpu: Optional[Dict[str, object]] = None) -> str:
     """The machine line every results file starts with: CPU model, cores, AMX, flags; then the clock and the
     topology where recorded (runs since issue 33).
 
-    >>> cpu_line({"model": "AMD EPYC", "cores": 2, "flags": ["avx2", "fma"], "mhz": 2445.42, "sockets": 1,
-    ...           "cores_per_socket": 2, "threads_per_core": 1})
-    'CPU: AMD EPYC, 2 cores; AMX: no; flags that matter: avx2, fma. Clock: 2445 MHz (/proc/cpuinfo), no maximum \
-recorded; 1 socket(s) x 2 core(s) x 1 thread(s) per core.'
+    >>> line = cpu_line({"model": "AMD EPYC", "cores": 2, "flags": ["avx2", "fma"], "mhz": 2445.42, "sockets": 1,
+    ...                  "cores_per_socket": 2, "threads_per_core": 1})
+    >>> line.split(". ", 1)[1]
+    'Clock: 2445 MHz (/proc/cpuinfo), no maximum recorded; 1 socket(s) x 2 core(s) x 1 thread(s) per core.'
     """
     cpu = cpu or cpu_description()
     line = (f"CPU: {cpu['model']}, {cpu['cores']} cores; AMX: {'yes' if has_amx(cpu) else 'no'}; "
