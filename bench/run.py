@@ -16,7 +16,7 @@ and .md (rendered from the JSON alone, `bench.report`), where <cpu-kind> comes f
 
     python -m bench.run                      # the default plan, 5 repetitions (about 70 minutes on 2 cores)
     python -m bench.run --plan smoke --reps 1
-    python -m bench.run --plan levers        # XLA and oneDNN against neither, ours only (bench/results/<kind>-levers.md)
+    python -m bench.run --plan levers        # XLA, oneDNN, both against neither (bench/results/<kind>-levers.md)
     python -m bench.run --render_only bench/results/amx.json
 """
 

@@ -139,7 +139,8 @@ def test_a_rerun_that_disagrees_turns_ahead_into_level(tmp_path):
     one = quotes.render_key("k1; train; albert-tf step / keras-hub fit", str(tmp_path))
     both = quotes.render_key("k1, k2; train; albert-tf step / keras-hub fit", str(tmp_path))
     assert one == "albert-tf step ahead of keras-hub fit: 1.20x (1.10-1.30x), one run"
-    assert both == "albert-tf step level with keras-hub fit: 1.05-1.20x over 2 runs (1.20x, 1.05x; repetitions 0.95-1.30x)"
+    assert both == ("albert-tf step level with keras-hub fit: 1.05-1.20x over 2 runs (1.20x, 1.05x; "
+                    "repetitions 0.95-1.30x)")
     # The one-run claim behind the two-run key is refused, and the other way round.
     assert quotes.problems(f"<!-- bench: k1, k2; train; albert-tf step / keras-hub fit -->{one}", str(tmp_path))
     assert quotes.problems(f"<!-- bench: k1; train; albert-tf step / keras-hub fit -->{both}", str(tmp_path))
