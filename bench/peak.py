@@ -18,7 +18,11 @@ beside it: a measured rate, which a good kernel reaches or passes, not a limit.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from bench import stats
+from bench.plan import Measurement
+from bench.systems import common
 
 # kind -> precision -> (FLOP per cycle per core, the assumption and its source).
 _ZEN3 = ("2 FMA pipes x 256 bits = 2 x 8 float32 lanes x 2 FLOP (AMD, Software Optimization Guide for AMD EPYC "
@@ -89,3 +93,58 @@ def hardware_peak(cpu: Mapping[str, object], kind: str, precision: str, threads:
     return Peak(gflops=used * float(mhz) * 1e6 * flop_per_cycle / 1e9, cores=used, mhz=float(mhz),
                 clock="max" if cpu.get("max_mhz") else "reported", flop_per_cycle=flop_per_cycle,
                 assumption=assumption)
+
+
+# ------------------------------------------------------------- run files
+def peaks(header: Mapping[str, object]) -> Dict[str, Peak]:
+    """{precision: hardware peak} of a run's machine and threads (empty for runs that did not record the clock
+    and topology)."""
+    kind = header.get("cpu_kind") or common.cpu_kind(header["cpu"])
+    out = {}
+    for precision in ("float32", "bfloat16"):
+        p = hardware_peak(header["cpu"], kind, precision, header.get("threads"))
+        if p is not None:
+            out[precision] = p
+    return out
+
+
+def peak_lines(header: Mapping[str, object]) -> List[str]:
+    """The run file's lines on how the hardware peak of each precision was computed, or why there is none."""
+    found = peaks(header)
+    if not found:
+        return ["Hardware peak: not computable for this run (it did not record the clock and topology, or the "
+                "kind has no FLOP-per-cycle entry in bench.peak): MFU of hardware peak is n/a.", ""]
+    lines = ["Hardware peak (bench.peak): " + "; ".join(p.text(name) for name, p in found.items()) + "."]
+    if any(p.clock == "reported" for p in found.values()):
+        lines[0] += (" The clock is the one /proc/cpuinfo reports (no maximum recorded): a CPU boosting above it "
+                     "can pass 100%.")
+    return lines + [""]
+
+
+def constant_limit(gflops: float, m: Measurement) -> Dict[str, Dict[int, float]]:
+    """A limit of `gflops` in every repetition of m (`stats.mfu`'s form; the peak does not change between them)."""
+    return {m.precision: {rep: gflops for rep in m.values()}}
+
+
+def row_shape(m: Measurement) -> Dict[str, int]:
+    """The model shape a row runs (its preset or shape, ALBERT-base by default)."""
+    return common.model_shape(str(m.kwargs.get("preset") or m.kwargs.get("shape") or "base"))
+
+
+def row_flops(m: Measurement):
+    """FLOPs per item of a training row (3 x forward with the MLM head) or an inference row (forward)."""
+    if m.group in ("train", "large"):
+        return lambda row: common.training_flops(row_shape(row), int(row.kwargs["seq"]), common.PREDICTIONS_PER_SEQ)
+    return lambda row: common.forward_flops(row_shape(row), int(row.kwargs["seq"]), None)
+
+
+def row_mfu(m: Measurement, against: str, measurements: Sequence[Measurement],
+            header: Mapping[str, object]) -> stats.Ratio:
+    """A training or inference row's MFU per repetition, as its table shows it: against the run's GEMM probe
+    ("mfu") or the hardware peak ("peak")."""
+    if m.group not in ("train", "infer"):
+        return stats.Ratio([])
+    if against == "peak":
+        p = peaks(header).get(m.precision)
+        return stats.mfu(m, row_flops(m), constant_limit(p.gflops, m) if p else {})
+    return stats.mfu(m, row_flops(m), stats.matmul_limits(measurements))

@@ -34,6 +34,7 @@ import re
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from bench import peak
 from bench import plan as P
 from bench import stats
 from bench.plan import Measurement
@@ -135,10 +136,8 @@ def verdicts_text(measurements: Sequence[Measurement]) -> str:
 
 def mfu_text(measurements: Sequence[Measurement], header: dict, where: str, system: str, against: str) -> str:
     """A row's MFU in one run: against the GEMM probe ("mfu") or the CPU's hardware peak ("peak")."""
-    from bench import report
-
     m = _row(measurements, where, system)
-    r = report.row_mfu(m, against, measurements, header)
+    r = peak.row_mfu(m, against, measurements, header)
     if not r.values:
         raise QuoteError(f"{system!r} in {where!r} has no MFU against the {against}")
     name = "the GEMM probe" if against == "mfu" else "the hardware peak"

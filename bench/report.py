@@ -88,48 +88,14 @@ def throughput_table(rows: Sequence[Measurement], flops_fn, limits, unit: str, r
     """Rows with MFU against the hardware peak and, beside it, the share of the GEMM probe."""
     cells = []
     for m in rows:
-        to_peak = stats.mfu(m, flops_fn, _constant(peaks[m.precision].gflops, m) if m.precision in peaks else {})
+        to_peak = stats.mfu(m, flops_fn, hardware.constant_limit(peaks[m.precision].gflops, m)
+                            if m.precision in peaks else {})
         cells.append([m.system, P.runtime(m), _setting(m), str(m.kwargs["batch"]), str(m.kwargs["seq"]),
                       _fmt(m.median()), _repetitions(m, reps), _percent(to_peak),
                       _percent(stats.mfu(m, flops_fn, limits)), _fmt(m.maximum("peak_rss_mb"), 0)])
     return markdown_table(["system", "runtime", "setting", "batch", "length", f"{unit} (median)", "per repetition",
                            "MFU of hardware peak (median, min-max)", "share of GEMM probe (median, min-max)",
                            "peak RSS MB"], cells) + [""]
-
-
-def _constant(gflops: float, m: Measurement) -> Dict[str, Dict[int, float]]:
-    """A limit of `gflops` in every repetition of m (the hardware peak does not change between them)."""
-    return {m.precision: {rep: gflops for rep in m.values()}}
-
-
-def peaks(header: Dict[str, object]) -> Dict[str, hardware.Peak]:
-    """{precision: hardware peak} for the run's machine and threads (empty for runs that did not record the
-    clock and topology)."""
-    kind = header.get("cpu_kind") or common.cpu_kind(header["cpu"])
-    out = {}
-    for precision in ("float32", "bfloat16"):
-        p = hardware.hardware_peak(header["cpu"], kind, precision, header.get("threads"))
-        if p is not None:
-            out[precision] = p
-    return out
-
-
-def _flops_fn(m: Measurement):
-    if m.group == "train":
-        return lambda row: common.training_flops(_shape(row), int(row.kwargs["seq"]), 20)
-    return lambda row: common.forward_flops(_shape(row), int(row.kwargs["seq"]), None)
-
-
-def row_mfu(m: Measurement, against: str, measurements: Sequence[Measurement],
-            header: Dict[str, object]) -> stats.Ratio:
-    """A training or inference row's MFU per repetition: against the run's GEMM probe ("mfu") or the
-    hardware peak ("peak"), as its table shows it."""
-    if m.group not in ("train", "infer"):
-        return stats.Ratio([])
-    if against == "peak":
-        p = peaks(header).get(m.precision)
-        return stats.mfu(m, _flops_fn(m), _constant(p.gflops, m) if p else {})
-    return stats.mfu(m, _flops_fn(m), stats.matmul_limits(measurements))
 
 
 def _by_table(rows: Sequence[Measurement]) -> Dict[str, List[Measurement]]:
@@ -167,7 +133,7 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
               + (f"; {expected:.0f} expected" if expected else "") + f"). Plan: {header.get('plan', 'not recorded')}"
               f", {header['reps']} repetitions.", "",
               f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header) + load_warning(header)
-              + host_line(measurements), ""] + provenance_lines(header) + peak_lines(header) + [
+              + host_line(measurements), ""] + provenance_lines(header) + hardware.peak_lines(header) + [
               threads_line(header, measurements), "",
               "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".", "", RULES, "",
               f"Model: ALBERT-base (H 768, E 128, 12 layers), random weights; training on "
@@ -225,19 +191,6 @@ def provenance_lines(header: Dict[str, object]) -> List[str]:
             + ". Every timed call's seconds are in the JSON (samples_s), beside each process's median.", ""]
 
 
-def peak_lines(header: Dict[str, object]) -> List[str]:
-    """How the hardware peak of each precision was computed, or why there is none."""
-    found = peaks(header)
-    if not found:
-        return ["Hardware peak: not computable for this run (it did not record the clock and topology, or the "
-                "kind has no FLOP-per-cycle entry in bench.peak): MFU of hardware peak is n/a.", ""]
-    lines = ["Hardware peak (bench.peak): " + "; ".join(p.text(name) for name, p in found.items()) + "."]
-    if any(p.clock == "reported" for p in found.values()):
-        lines[0] += (" The clock is the one /proc/cpuinfo reports (no maximum recorded): a CPU boosting above it "
-                     "can pass 100%.")
-    return lines + [""]
-
-
 def load_warning(header: Dict[str, object]) -> str:
     """A warning when other jobs shared the CPU: OpenMP's spinning threads (torch) lose more than TensorFlow's pool."""
     if header.get("load_max", header["load_end"]) <= header["cpu"]["cores"]:
@@ -292,16 +245,11 @@ def train_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str,
              f"then `model.predictions` on the gathered positions, `hf.masked_pretraining_loss`). {P.HF_COMPILED}: "
              f"that loss through `torch.compile`. {P.TRAIN_STEPS['steps']} timed steps after "
              f"{P.TRAIN_STEPS['warmup']} untimed ones; the median step.", ""]
-    flops = lambda m: common.training_flops(_shape(m), int(m.kwargs["seq"]), 20)  # noqa: E731
+    flops = hardware.row_flops(rows[0])
     for name, part in _by_table(rows).items():
         lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
     return lines
-
-
-def _shape(m: Measurement) -> Dict[str, int]:
-    preset = m.kwargs.get("preset") or m.kwargs.get("shape") or "base"
-    return common.model_shape(str(preset))
 
 
 def infer_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str, hardware.Peak]) -> List[str]:
@@ -311,7 +259,7 @@ def infer_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str,
              "The same synthetic full-length batch for every system; both outputs computed. OpenVINO: "
              "INFERENCE_PRECISION_HINT and the PERFORMANCE_HINT shown; ONNX Runtime: default session options "
              "(threads set), float32 and int8 (dynamic quantization: no MFU).", ""]
-    flops = lambda m: common.forward_flops(_shape(m), int(m.kwargs["seq"]), None)  # noqa: E731
+    flops = hardware.row_flops(rows[0])
     for name, part in _by_table(rows).items():
         lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
@@ -420,7 +368,7 @@ def large_section(rows: Sequence[Measurement], reps: int) -> List[str]:
     for m in rows:
         lines.append(f"| {m.system} | {m.precision} | {m.kwargs['batch']} | "
                      f"{_fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
-                     f"{common.training_flops(_shape(m), 128, 20) / 1e9:.0f} G | {_fmt(m.median())} | "
+                     f"{common.training_flops(hardware.row_shape(m), 128, 20) / 1e9:.0f} G | {_fmt(m.median())} | "
                      f"{_repetitions(m, reps)} | {_fmt(m.median('step_s'))} | {_fmt(m.median('optimizer_s'))} | "
                      f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
     lines.append("")
@@ -498,8 +446,8 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
     group = lambda name: [m for m in measurements if m.group == name]  # noqa: E731
     lines = header_lines(header, measurements)
     lines += matmul_section(group("matmul"))
-    lines += train_section(group("train"), limits, reps, peaks(header))
-    lines += infer_section(group("infer"), limits, reps, peaks(header))
+    lines += train_section(group("train"), limits, reps, hardware.peaks(header))
+    lines += infer_section(group("infer"), limits, reps, hardware.peaks(header))
     lines += text_section(group("text"), reps)
     lines += finetune_section(group("finetune"), reps)
     lines += large_section(group("large"), reps)

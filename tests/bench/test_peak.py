@@ -55,10 +55,10 @@ def test_the_run_file_shows_mfu_of_the_peak_beside_the_gemm_probe():
     assert "| 5.00 | 4.00, 5.00, 6.00 | 71% (57-86%) | 112% (89-134%) |" in text
     assert "Hardware peak (bench.peak): float32: 2 cores x 2445 MHz (reported) x 32 FLOP/cycle = 157 GFLOP/s" in text
     assert "a CPU boosting above it can pass 100%" in text
-    assert report.row_mfu(ours, "peak", [matmul, ours], _header(AVX2_HERE, "avx2")).median == pytest.approx(
+    assert peak.row_mfu(ours, "peak", [matmul, ours], _header(AVX2_HERE, "avx2")).median == pytest.approx(
         5 * 22.373597184 / 156.50688)
 
 
 def test_an_old_run_has_no_peak_and_says_why():
     old = dict(_header({"model": "AMD EPYC", "cores": 2, "flags": ["avx2"]}, "avx2"))
-    assert "Hardware peak: not computable for this run" in "\n".join(report.peak_lines(old))
+    assert "Hardware peak: not computable for this run" in "\n".join(peak.peak_lines(old))
