@@ -31,8 +31,11 @@ tensorflow-text's op), truncation to max_seq_length - 2 pieces and
 as the SavedModel's `serving_default` except where `TEXT_DIFFERENCES` says.
 `text_pair` is not served: pairs go through the ids model
 (`text_signatures=False`). The normalisation runs in the original's order
-(`_unmerged_normalization`); on every BMP code point in "ka X", "ka X lo" and
-"X" the text model's ids are the SavedModel's (`SWEEP_DIFFERENCES`, tested).
+(`_unmerged_normalization`), lower-casing with `tf.strings.lower`'s own mapping
+and final sigma (`_lower_case_steps`); on every BMP code point in "ka X",
+"ka X lo" and "X" the text model's ids are the SavedModel's
+(`SWEEP_DIFFERENCES`, tested with a vocabulary that has a piece for every
+character those code points normalise to, tests/script_vocab.py).
 An empty batch answers with no rows (`openvino_graph.answers_empty_batches`).
 
 A classifier of two or more classes also answers `label` (string [batch]), and
@@ -82,7 +85,8 @@ TEXT_DIFFERENCES = {
         "trailing NULs); the model itself reads it as the SavedModel does (a <unk> piece).",
 }
 # (template, do_lower_case) -> the BMP code points X (surrogates skipped) where the text model's ids differ from
-# the SavedModel's on template.format(X), for the templates "ka {}", "ka {} lo" and "{}": none. The sweep in
+# the SavedModel's on template.format(X), for the templates "ka {}", "ka {} lo" and "{}", with a vocabulary that
+# knows every character (tests/script_vocab.py): none. The sweep in
 # tests/albert_tf/test_openvino_export.py fails on a new difference and on a listed one that went away.
 SWEEP_DIFFERENCES = {}
 
