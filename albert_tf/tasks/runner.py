@@ -29,7 +29,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
@@ -78,6 +78,11 @@ class FinetuneOptions:
         on_nonfinite: "stop" (the only choice here): a non-finite loss ends
             the run in one line naming the step and the last good resume
             checkpoint (`callbacks.StopOnNonFinite`).
+        defaulted: names of `albert_tf.finetune_defaults.SIZE_DEPENDENT`
+            the user did not give (albert-finetune: the flags not on its
+            command line); a small model gets the small recipe's values for
+            them (`finetune_defaults.apply_size_defaults`). Empty: every value
+            is used as given.
     """
 
     task: str
@@ -111,6 +116,7 @@ class FinetuneOptions:
     log_steps: int = 50
     save_checkpoints_steps: Optional[int] = 1000
     on_nonfinite: str = "stop"
+    defaulted: Tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raises ValueError naming the flag for inconsistent options."""
@@ -411,6 +417,15 @@ def resolve_max_seq_length(options: FinetuneOptions, saved_model=None) -> int:
     return length
 
 
+def resolve_size_defaults(options: FinetuneOptions) -> Dict[str, Any]:
+    """The settings the user did not give, for the size of the model to train (`albert_tf.finetune_defaults`):
+    a small model gets flags/recipes/small_finetune.cfg's values (one log line); returns those changed."""
+    from albert_tf import model_folder
+    from albert_tf.finetune_defaults import apply_size_defaults
+
+    return apply_size_defaults(options, _model_config(options) or model_folder.model_config(options.init_checkpoint))
+
+
 # ------------------------------------------------------------------ stages
 def _train(task, options, strategy, train_data, dev_data, spm_model_file, precision) -> Any:
     import albert_tf
@@ -506,6 +521,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     if options.do_train:  # an evaluation-only run takes the saved model's, once loaded
         task_options.max_seq_length = resolve_max_seq_length(options)
     task = task or get_task(options.task, task_options)
+    if options.do_train:
+        resolve_size_defaults(options)
     # Seed before building any tokenizer (tf-keras-notes: seeding afterwards
     # invalidates SentencePiece kernels).
     keras.utils.set_random_seed(options.seed)
