@@ -10,6 +10,8 @@ albert-pretrain output folder, a released google-research folder or its
 model.ckpt-* prefix, a Hugging Face folder); its SentencePiece model is found
 beside it (spm.model, 30k-clean.model, spiece.model, else the only *.model
 file: albert_tf/model_folder.py) or given with --spm_model_file.
+An explicit --spm_model_file other than the vocabulary beside --init_checkpoint
+is refused in one line naming both (--allow_other_vocabulary: a WARNING).
 --albert_config_file instead trains from random weights. Without
 --max_seq_length the length is 128, or the model's max_position_embeddings
 when smaller (the demo's model: 64); a larger value is refused in one line.
@@ -80,7 +82,8 @@ def options_from_flags(flag_values=FLAGS):
         layerwise_lr_decay=f.layerwise_lr_decay, optimizer=given["optimizer"], adam_epsilon=f.adam_epsilon, steps_per_epoch=f.steps_per_epoch,
         strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, jit_compile=f.jit_compile, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
-        save_checkpoints_steps=f.save_checkpoints_steps, on_nonfinite=f.on_nonfinite, defaulted=defaulted)
+        save_checkpoints_steps=f.save_checkpoints_steps, on_nonfinite=f.on_nonfinite, defaulted=defaulted,
+        allow_other_vocabulary=f.allow_other_vocabulary)
 
 
 def given_or_default(flag_values=FLAGS):

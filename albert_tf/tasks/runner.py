@@ -83,6 +83,10 @@ class FinetuneOptions:
             command line); a small model gets the small recipe's values for
             them (`finetune_defaults.apply_size_defaults`). Empty: every value
             is used as given.
+        allow_other_vocabulary: use an explicit spm_model_file other than
+            the vocabulary beside init_checkpoint (or, evaluating, the saved
+            model's) with a WARNING, instead of refusing it
+            (`albert_tf.vocabulary_check.check_folder_vocabulary`).
     """
 
     task: str
@@ -117,6 +121,7 @@ class FinetuneOptions:
     save_checkpoints_steps: Optional[int] = 1000
     on_nonfinite: str = "stop"
     defaulted: Tuple[str, ...] = ()
+    allow_other_vocabulary: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the flag for inconsistent options."""
@@ -193,6 +198,7 @@ def find_spm_model(options: FinetuneOptions) -> str:
     if given:
         if not tf.io.gfile.exists(given):
             raise FileNotFoundError(f"--spm_model_file={given!r} does not exist.")
+        check_given_vocabulary(options, given)
         return given
     folders = [options.init_checkpoint] if options.init_checkpoint else []
     folders.append(options.output_dir)
@@ -203,6 +209,22 @@ def find_spm_model(options: FinetuneOptions) -> str:
     raise FileNotFoundError(
         "No SentencePiece model: give --spm_model_file (looked for "
         f"{' and for '.join(model_folder.vocabulary_search_text(f) for f in folders)}).")
+
+
+def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
+    """An explicit --spm_model_file against the vocabulary of the model the run reads: --init_checkpoint's
+    when training from it, the saved model's in --output_dir when evaluating (a resume's is in its run settings).
+
+    Raises:
+        albert_tf.vocabulary_check.VocabularyMismatch: another vocabulary, unless allow_other_vocabulary
+            (one line naming both files).
+    """
+    from albert_tf.vocabulary_check import check_folder_vocabulary
+
+    if options.do_train:
+        check_folder_vocabulary(given, options.init_checkpoint, "--init_checkpoint", options.allow_other_vocabulary)
+    else:
+        check_folder_vocabulary(given, options.output_dir, "--output_dir", options.allow_other_vocabulary)
 
 
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
