@@ -58,7 +58,7 @@ def define_model_flags() -> None:
             "beside --init_checkpoint.")
 
 
-def define_vocabulary_check_flag() -> None:
+def define_vocabulary_check_flags() -> None:
     """--allow_other_vocabulary (albert-pretrain, albert-finetune: albert_tf/vocabulary_check.py)."""
     _define(flags.DEFINE_bool, "allow_other_vocabulary", False,
             "Use a --spm_model_file other than the vocabulary the shards' manifest "
@@ -246,7 +246,7 @@ def define_warm_start_flags() -> None:
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
-    define_vocabulary_check_flag()
+    define_vocabulary_check_flags()
     define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()

@@ -129,7 +129,7 @@ def define_finetune_run_flags() -> None:
 def define_finetune_flags() -> None:
     """Every flag albert-finetune reads."""
     albert_flags.define_model_flags()
-    albert_flags.define_vocabulary_check_flag()
+    albert_flags.define_vocabulary_check_flags()
     albert_flags.define_distribution_flags()
     define_task_flags()
     define_finetune_run_flags()
