@@ -7,7 +7,8 @@ README's user has it after `albert-demo`: `demo_output/model` holds a model of t
 initialised, and with a vocabulary of the task's own text instead of the demo's 6,000 pieces), `mytask/` a
 `text,label` table. The only flag added is `--seed`. Before size-based defaults (albert_tf/finetune_defaults.py)
 the command used ALBERT-base's recipe (lr 3e-5, pooled head, batch 32, 3 epochs), which on this model and task
-stays at the class prior (dev accuracy 0.21 on the balanced variant of this task, measured while writing it).
+stays at the class prior: dev accuracy 0.444, the majority share exactly, against 0.831 with the small model's
+defaults (seed 1, float32, measured while writing this test; the bound below is 0.640).
 
 The task: which of four topics a sentence is about, each topic with six made-up keywords, two of them in every
 sentence among six to ten shared filler words; the topics are drawn with probabilities 0.4, 0.3, 0.2 and 0.1,
