@@ -132,8 +132,8 @@ def manifest_groups(files: Sequence[str]) -> Tuple[Dict[Tuple[str, str], List[st
         files: input files (expanded, no globs).
 
     Example:
-    >>> manifest_groups(["d/pretrain-00000-of-00002.tfrecord", "d/pretrain-00001-of-00002.tfrecord", "d/x.tfrecord"])
-    ({('d', 'pretrain'): ['d/pretrain-00000-of-00002.tfrecord', 'd/pretrain-00001-of-00002.tfrecord']}, ['d/x.tfrecord'])
+    >>> manifest_groups(["d/p-00000-of-00002.tfrecord", "d/p-00001-of-00002.tfrecord", "d/x.tfrecord"])
+    ({('d', 'p'): ['d/p-00000-of-00002.tfrecord', 'd/p-00001-of-00002.tfrecord']}, ['d/x.tfrecord'])
     """
     groups: Dict[Tuple[str, str], List[str]] = {}
     others: List[str] = []
