@@ -58,6 +58,15 @@ def define_model_flags() -> None:
             "beside --init_checkpoint.")
 
 
+def define_vocabulary_check_flags() -> None:
+    """--allow_other_vocabulary (albert-pretrain, albert-finetune: albert_tf/vocabulary_check.py)."""
+    _define(flags.DEFINE_bool, "allow_other_vocabulary", False,
+            "Use a --spm_model_file other than the vocabulary the shards' manifest "
+            "records (albert-pretrain) or the one beside --init_checkpoint "
+            "(albert-finetune), with a WARNING; without it such a file is refused "
+            "in one line naming both.")
+
+
 def define_pretraining_data_flags() -> None:
     """Input flags of albert-pretrain (the original's names and defaults)."""
     _define(flags.DEFINE_string, "input_file", None,
@@ -237,6 +246,7 @@ def define_warm_start_flags() -> None:
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
+    define_vocabulary_check_flags()
     define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()

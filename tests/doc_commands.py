@@ -24,6 +24,8 @@ _DATA = "tests/pipelines/test_create.py"
 _FINETUNE = "tests/albert_tf/test_finetune_binary.py"
 _EXPORT = "tests/albert_tf/test_export.py"
 _EXPORT_CONTRACT = "tests/contracts/test_exports.py::test_binary"
+# A model of the demo's config (its size, 64 positions), as `demo_output/model` is: README's command as written.
+_NEWCOMER = "tests/albert_tf/test_newcomer_finetune.py::test_readme_command_learns_on_a_demo_sized_model"
 _SERVICE = "tests/albert_tf/test_data_service.py::test_albert_data_service_and_albert_pretrain"
 
 REGISTRY = {
@@ -37,12 +39,11 @@ REGISTRY = {
     "--spm_model_file=vocab/30k.model --output_dir=runs/base":
         "tests/albert_tf/test_pretrain_binary.py::test_end_to_end_then_resume_with_more_steps",
     "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model --output_dir=runs/mytask "
-    "--do_train --do_eval": f"{_FINETUNE}::test_csv_sentence_pairs_with_string_labels",
+    "--do_train --do_eval": _NEWCOMER,
     "albert-export --checkpoint=runs/mytask --head=classifier --export_dir=exports/mytask": _EXPORT_CONTRACT,
     # docs/finetuning.md
     "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model --output_dir=runs/mytask "
-    "--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-4 --num_train_epochs=3 --do_train --do_eval "
-    "--do_predict": f"{_FINETUNE}::test_csv_sentence_pairs_with_string_labels",
+    "--do_train --do_eval --do_predict": _NEWCOMER,
     "albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 --init_checkpoint=runs/base --output_dir=runs/sst2 "
     "--max_seq_length=128 --train_batch_size=32 --learning_rate=3e-5 --num_train_epochs=3 --do_train --do_eval "
     "--do_predict": f"{_FINETUNE}::test_glue_sst2_from_a_pretrained_folder",

@@ -31,12 +31,15 @@ def _spm(folder: str) -> str:
 
 @contextlib.contextmanager
 def demo_model(folder: str) -> Iterator[Dict[str, str]]:
-    """`demo_output/model`: what albert-demo leaves there (a tiny pretrained model and its spm.model)."""
+    """`demo_output/model`: what albert-demo leaves there, a model of the demo's config (its size and 64 positions;
+    random weights, the tiny test vocabulary) and its spm.model."""
     import albert_tf
+    from albert_tf.demo.pretraining import demo_config
+    from tests.albert_tf.task_testlib import SPM_VOCAB_SIZE
 
     spm = _spm(folder)
-    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(tiny_config()), os.path.join(folder, "demo_output", "model"),
-                              spm_model_file=spm)
+    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(demo_config(SPM_VOCAB_SIZE, 64)),
+                              os.path.join(folder, "demo_output", "model"), spm_model_file=spm)
     yield {}
 
 

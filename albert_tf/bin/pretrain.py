@@ -13,6 +13,10 @@ On small hardware keep --train_batch_size and raise
 latest checkpoint in --output_dir. --do_eval writes eval_results.txt.
 --data_service_address=grpc://HOST:PORT moves the training input to tf.data
 service workers (albert-data-service); resume is then not exact.
+--spm_model_file must be the vocabulary the shards were made with: another
+one than their manifest records is refused in one line naming both files
+(--allow_other_vocabulary: a WARNING instead); shards without a manifest are
+not checked (a WARNING).
 
 SIGTERM or SIGINT (a preemptible VM, a cluster scheduler, Ctrl-C) finishes
 the current step, writes its checkpoint and exits with code 75 (EX_TEMPFAIL)
@@ -113,22 +117,33 @@ def _check_files(config, config_source: str) -> str:
 
     from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
 
+    files = []  # every input file read, for the vocabulary check
     if FLAGS.do_train:
-        shard_check.verify_input_shards(_check_input(FLAGS.input_file, "input_file"),
-                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        files += _check_input(FLAGS.input_file, "input_file")
+        shard_check.verify_input_shards(files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
     eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_eval and eval_pattern != FLAGS.input_file:
-        shard_check.verify_input_shards(_check_input(eval_pattern, "eval_input_file"),
-                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        eval_files = _check_input(eval_pattern, "eval_input_file")
+        shard_check.verify_input_shards(eval_files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        files += eval_files
     elif FLAGS.do_eval:
-        _check_input(eval_pattern, "eval_input_file")
+        files = files or _check_input(eval_pattern, "eval_input_file")
     if FLAGS.spm_model_file:
         if not tf.io.gfile.exists(FLAGS.spm_model_file):
             raise app.UsageError(
                 f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
         check_vocabulary(FLAGS.spm_model_file, config.vocab_size,
                          config_source)
+        _check_shards_vocabulary(files)
     return eval_pattern
+
+
+def _check_shards_vocabulary(files) -> None:
+    """--spm_model_file against the vocabulary the shards' manifests record (albert_tf/vocabulary_check.py):
+    another one is refused in one line (VocabularyMismatch), or a WARNING with --allow_other_vocabulary."""
+    from albert_tf.vocabulary_check import check_shards_vocabulary
+
+    check_shards_vocabulary(FLAGS.spm_model_file, files, FLAGS.allow_other_vocabulary)
 
 
 def _check_data_settings(data, training) -> None:
