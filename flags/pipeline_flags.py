@@ -34,6 +34,11 @@ def define_create_vocab_flags() -> None:
     flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character coverage.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.")
     flags.DEFINE_integer("num_threads", 2, "SentencePiece trainer threads.")
+    flags.DEFINE_bool("hard_vocab_limit", True,
+                      "Exactly --vocab_size pieces (the original's and SentencePiece's default; a model "
+                      "config's vocab_size must equal the count), else an error naming the most this text "
+                      "makes. --nohard_vocab_limit: at most --vocab_size (fewer on a small corpus; the "
+                      "count is logged; give it to albert-pretrain as --vocab_size).")
     flags.mark_flags_as_required(["input_file", "model_prefix"])
 
 

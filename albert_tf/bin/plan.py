@@ -90,6 +90,15 @@ def _size(num_bytes: float) -> str:
     return f"{num_bytes / planning.GIB:,.2f} GiB"
 
 
+def _flops(count: float) -> str:
+    """PFLOP, or TFLOP below 0.01 PFLOP (a small model's step would read 0.000 PFLOP).
+
+    >>> _flops(1.191e15), _flops(2.8e13), _flops(2.79e12)
+    ('1.191 PFLOP', '0.028 PFLOP', '2.790 TFLOP')
+    """
+    return f"{count / 1e15:,.3f} PFLOP" if count >= 1e13 else f"{count / 1e12:,.3f} TFLOP"
+
+
 def format_plan(plan, name: str) -> str:
     """The plan as `albert-plan` prints it.
 
@@ -126,7 +135,7 @@ def format_plan(plan, name: str) -> str:
         "smallest accumulation that fits: " + (
             f"{fits} (micro-batch {plan.train_batch_size // plan.num_replicas // fits})" if fits
             else "none (not even one sequence per replica fits)"),
-        f"model FLOPs per step: {plan.flops_per_step / 1e15:,.3f} PFLOP (3 x forward matmuls, MLM head on "
+        f"model FLOPs per step: {_flops(plan.flops_per_step)} (3 x forward matmuls, MLM head on "
         f"{plan.preds} positions)",
         f"estimated step time: {plan.step_seconds:,.3f} s at {plan.peak_fraction:.0%} of peak on "
         f"{_replicas(plan.num_replicas)}",

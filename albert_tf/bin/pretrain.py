@@ -67,7 +67,21 @@ def _check_input(patterns: str | None, flag: str) -> list[str]:
 
 
 def _model_config():
-    """The model config and where it came from (for messages)."""
+    """The model config and where it came from (for messages), with --vocab_size applied."""
+    import dataclasses
+
+    config, source = _config_of_flags()
+    if FLAGS.vocab_size is None or FLAGS.vocab_size == config.vocab_size:
+        return config, source
+    if FLAGS.vocab_size < 1:
+        raise app.UsageError(f"--vocab_size={FLAGS.vocab_size} must be a positive number of pieces.")
+    logging.info("vocab_size %d (--vocab_size) instead of %s's %d.", FLAGS.vocab_size, source,
+                 config.vocab_size)
+    return dataclasses.replace(config, vocab_size=FLAGS.vocab_size), f"--vocab_size={FLAGS.vocab_size}"
+
+
+def _config_of_flags():
+    """The config of --preset or --albert_config_file and where it came from."""
     import albert_tf
 
     if bool(FLAGS.preset) == bool(FLAGS.albert_config_file):
@@ -108,7 +122,8 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
         raise ValueError(
             f"--spm_model_file={spm_model_file} has {pieces} pieces but "
             f"{config_source} has vocab_size={vocab_size}: use the vocabulary "
-            "the data was made with and a model config of its size.")
+            f"the data was made with and give --vocab_size={pieces} (or a model "
+            "config of its size).")
 
 
 def _check_files(config, config_source: str) -> str:
