@@ -93,7 +93,8 @@ def define_create_pretraining_data_flags(flag_values: flags.FlagValues = flags.F
                       "manifest says which); without it such a rerun stops with an error. "
                       "Give it to every worker.", flag_values=fv)
     flags.DEFINE_enum("runner", None, list(BEAM_RUNNERS),
-                      "Run as an Apache Beam pipeline on this runner (pip install -e \".[beam]\"), "
+                      "Run as an Apache Beam pipeline on this runner (pip install -e '.[beam]', in an "
+                      "environment without [openvino] or [bench]), "
                       "with the same shards; Beam options follow a lone --, e.g. "
                       "-- --project=P --region=R --temp_location=gs://B/tmp. Not with "
                       "--num_workers / --shard_index (the runner splits the work).",
