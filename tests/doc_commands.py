@@ -100,9 +100,14 @@ REGISTRY = {
 }
 
 _SERVER = "a model server in Docker, which the test machines do not run; the same requests are run in-process"
+_DOWNLOAD = ("a download of released weights; nothing is downloaded in tests, which build both folders' layouts "
+             "from the golden fixtures: tests/albert_tf/test_model_folder.py")
 NOT_RUN = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e .":
         "the installation itself; .ci/run installs the same package into .venv",
+    "curl -LO https://storage.googleapis.com/albert_models/albert_base_v2.tar.gz": _DOWNLOAD,
+    "tar xzf albert_base_v2.tar.gz && mv albert_base albert_base_v2": _DOWNLOAD,
+    "hf download albert/albert-base-v2 --local-dir albert-base-v2": _DOWNLOAD,
     "bash .ci/run": "CI's entry point: it runs the whole suite, this test among it",
     "python -m pytest -q tests": "the whole suite, this test among it",
     "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests": "the whole suite on both cores, as "
