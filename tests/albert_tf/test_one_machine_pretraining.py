@@ -171,3 +171,58 @@ def test_a_vocabulary_of_another_size_is_refused_naming_the_flag(tmp_path):
     with pytest.raises(ValueError, match=r"has 90 pieces but --albert_config_file=x.json has vocab_size=8000: "
                                          r"use the vocabulary the data was made with and give --vocab_size=90 "):
         pretrain.check_vocabulary(model, 8000, "--albert_config_file=x.json")
+
+
+def pod_recipe_figures() -> dict:
+    """The figures the pages quote for the paper's ALBERT-base recipe, computed by albert-plan's planner.
+
+    One CPU machine of 128 GiB in float32 as written (accumulation 1) and with the page's accumulation of 64, and
+    8 A100s with accumulation 8 (docs/scaling.md's plan), at the planner's defaults.
+    """
+    import albert_tf
+    from albert_tf import planning
+
+    base = albert_tf.AlbertConfig.from_preset("albert_base_v1")
+    cpu = planning.cpu_device(planning.DEFAULT_CPU_FLOPS, 128 * planning.GIB)
+    common = dict(seq=512, preds=20, train_batch_size=4096)
+    as_written = planning.make_plan(base, precision="float32", device=cpu, **common)
+    accumulated = planning.make_plan(base, gradient_accumulation_steps=64, precision="float32", device=cpu, **common)
+    a100 = planning.make_plan(base, num_replicas=8, gradient_accumulation_steps=8, device=planning.DEVICES["a100"],
+                              **common)
+    steps = 125_000
+    return {
+        "as_written_gib": f"{as_written.memory.total / planning.GIB:,.0f} GiB",
+        "accumulated_gib": f"{accumulated.memory.total / planning.GIB:,.2f} GiB",
+        "cpu_step": f"{accumulated.step_seconds:,.0f} s a step",
+        "cpu_years": f"{accumulated.step_seconds * steps / (365.25 * 86400):.0f} years",
+        "cpu_hours_a_step": f"about {accumulated.step_seconds / 3600:.0f} hours a step",
+        "a100_gib": f"{a100.memory.total / planning.GIB:,.2f} GiB per replica",
+        "a100_step": f"about {a100.step_seconds:.1f} s a step",
+        "a100_hours": f"about {a100.step_seconds * steps / 3600:.0f} hours",
+    }
+
+
+def test_the_pod_recipe_s_figures_on_the_page_are_the_planner_s():
+    figures = pod_recipe_figures()
+    with open(os.path.join(REPO, PAGE), encoding="utf-8") as f:
+        section = f.read().split("## The paper's recipe (a pod)", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    for key in ("as_written_gib", "accumulated_gib", "cpu_step", "cpu_years", "a100_gib", "a100_step", "a100_hours"):
+        assert figures[key].replace(" per replica", "") in section, (key, figures[key])
+
+
+def test_every_figure_quoted_beside_the_pod_recipe_is_the_planner_s():
+    """In any page's paragraph that names albert_base_pretrain.cfg (README.md's pretraining paragraph among them),
+    each memory and step-time figure is one the planner gives for that recipe."""
+    figures = pod_recipe_figures()
+    allowed = {re.sub(r" per replica$", "", value) for value in figures.values()}
+    quoted = re.compile(r"(?:about )?[\d,]+(?:\.\d+)? (?:GiB|s a step|hours a step)")
+    for page in doc_blocks.pages():
+        with open(os.path.join(REPO, page), encoding="utf-8") as f:
+            paragraphs = re.split(r"\n\s*\n", f.read())
+        for paragraph in paragraphs:
+            if "albert_base_pretrain.cfg" not in paragraph or paragraph.lstrip().startswith("```"):
+                continue
+            for figure in quoted.findall(" ".join(paragraph.split())):
+                assert figure in allowed or figure.removeprefix("about ") in allowed, (page, figure, sorted(allowed))
+    assert quoted.findall("needs 4,521 GiB, about 1.2 s a step") == ["4,521 GiB", "about 1.2 s a step"]
