@@ -143,6 +143,16 @@ def test_one_machine_sequence_through_the_installed_binaries(tmp_path):
         settings = json.load(f)["settings"]
     assert settings["max_seq_length"] == int(recipe_flags()["max_seq_length"])
 
+    # albert-pretrain compares the run's lengths with the ones the manifest records, before step 1.
+    from albert_tf.bin.pretrain import check_shard_lengths
+
+    manifest = str(tmp_path / "data" / "small" / "pretrain.manifest.json")
+    check_shard_lengths([manifest], 128, 20)
+    with pytest.raises(ValueError, match=re.escape(
+            f"--max_seq_length=512 (the shards: 128): {manifest} records the shards' lengths; train with "
+            "--max_seq_length=128 --max_predictions_per_seq=20 or write shards at this run's lengths.")):
+        check_shard_lengths([manifest], 512, 20)
+
     plan = _run(commands["albert-plan"], tmp_path)
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert "fits: yes" in plan.stdout and "parameters: 760,194" in plan.stdout
