@@ -10,7 +10,8 @@ gradient_accumulation_steps); whether that fits the device's memory less
 --headroom; the largest micro-batch that fits and the smallest
 --gradient_accumulation_steps that fits; the model FLOPs of one optimizer step
 and its time at --peak_fraction of the device's published peak. The model
-behind the figures: albert_tf/planning.py. No TensorFlow is loaded.
+behind the figures: albert_tf/planning.py. No TensorFlow is loaded (only for a remote
+--albert_config_file, read through tf.io.gfile).
 """
 
 from __future__ import annotations
@@ -54,10 +55,32 @@ def _define_flags() -> None:
     flags.DEFINE_float("cpu_memory_gib", None, "With --device=cpu: memory in GiB (default: this machine's).")
 
 
+def read_local_config(path: str):
+    """An albert_config.json read with open(): AlbertConfig.from_json_file reads through tf.io.gfile, which loads
+    TensorFlow (seconds of start-up the planner does not need for a local file).
+
+    Args:
+        path: a local file.
+
+    Raises:
+        ValueError: not JSON, or not a config (the message names the file).
+    """
+    from albert_tf.config import AlbertConfig, json_object
+
+    with open(path, encoding="utf-8") as f:
+        values = json_object(f.read(), path)
+    try:
+        return AlbertConfig.from_dict(values)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
 def _config():
     from albert_tf.config import AlbertConfig
 
-    if FLAGS.albert_config_file:
+    if FLAGS.albert_config_file and "://" not in FLAGS.albert_config_file:
+        config = read_local_config(FLAGS.albert_config_file)
+    elif FLAGS.albert_config_file:  # gs:// and other remote files: through tf.io.gfile
         config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     else:
         config = AlbertConfig.from_preset(FLAGS.preset)
