@@ -1,9 +1,10 @@
-"""The demo's topic task is a ready `--data_dir`: README's fine-tuning command, typed as shown, runs on it.
+"""The demo's topic task is a ready `--data_dir`: README's fine-tuning command with the `--data_dir` it suggests
+(`demo_output/topic_task`) runs on it.
 
 albert-demo leaves `demo_output/topic_task/{train,dev}.csv` (header `text,label`, written by
 `pipelines.stdlib_tasks.write_stdlib_topic_task`, which the demo calls) and `demo_output/model`. Here both are
-made small (fewer passages; a tiny model with random weights, as the plumbing needs no learning) and the README's
-command runs through the installed albert-finetune with its own defaults (no flag added).
+made small (fewer passages; a tiny model with random weights, as the plumbing needs no learning) and the command
+runs through the installed albert-finetune with its own defaults (no flag added).
 """
 
 import csv
@@ -24,7 +25,10 @@ README_COMMAND = ("albert-finetune --task=csv --data_dir=demo_output/topic_task 
 
 
 def test_readme_command_fine_tunes_on_the_demo_task(tmp_path):
-    assert task_folder("demo_output") == os.path.join("demo_output", "topic_task")  # the folder the README names
+    assert task_folder("demo_output") == os.path.join("demo_output", "topic_task")
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "README.md"), encoding="utf-8") as f:
+        assert f"--data_dir={task_folder('demo_output')}" in f.read()  # the folder the README suggests
     (tmp_path / "spm").mkdir()
     albert_tf.save_pretrained(albert_tf.AlbertPretrainer(tiny_config()), str(tmp_path / "demo_output" / "model"),
                               spm_model_file=train_tiny_spm(str(tmp_path / "spm")))
