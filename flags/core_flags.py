@@ -234,6 +234,14 @@ def define_static_shape_flags() -> None:
             "multiple of this length (at most --max_seq_length).")
 
 
+def define_vocab_size_flag() -> None:
+    """--vocab_size (albert-pretrain)."""
+    _define(flags.DEFINE_integer, "vocab_size", None,
+            "The model's vocab_size instead of the --preset's or --albert_config_file's: the "
+            "piece count of --spm_model_file (albert-create-vocab logs it), e.g. when the text "
+            "makes fewer pieces than the config has. Default: the config's.")
+
+
 def define_warm_start_flags() -> None:
     """--allow_partial_init_checkpoint (albert-pretrain)."""
     _define(flags.DEFINE_bool, "allow_partial_init_checkpoint", False,
@@ -247,6 +255,7 @@ def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
     define_vocabulary_check_flags()
+    define_vocab_size_flag()
     define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()

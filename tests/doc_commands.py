@@ -26,6 +26,7 @@ _EXPORT = "tests/albert_tf/test_export.py"
 _EXPORT_CONTRACT = "tests/contracts/test_exports.py::test_binary"
 # A model of the demo's config (its size, 64 positions), as `demo_output/model` is: README's command as written.
 _NEWCOMER = "tests/albert_tf/test_newcomer_finetune.py::test_readme_command_learns_on_a_demo_sized_model"
+_ONE_MACHINE = "tests/albert_tf/test_one_machine_pretraining.py::test_one_machine_sequence_through_the_installed_binaries"
 _SERVICE = "tests/albert_tf/test_data_service.py::test_albert_data_service_and_albert_pretrain"
 
 REGISTRY = {
@@ -55,7 +56,13 @@ REGISTRY = {
     "--do_train --do_eval": "tests/albert_tf/test_model_folder.py::test_finetune_starts_from_the_folder_alone",
     "albert-convert --input=my_model --output_dir=my_model_hf --to=huggingface":
         "tests/albert_tf/test_hf_export.py::test_convert_binary_to_huggingface",
-    # docs/pretraining.md
+    # docs/pretraining.md: the one-machine sequence, read from the page and run by the installed binaries
+    "albert-create-vocab --input_file='corpus/*.txt' --model_prefix=vocab/8k --vocab_size=8000": _ONE_MACHINE,
+    "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/8k.model "
+    "--output_dir=data/small --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5": _ONE_MACHINE,
+    "albert-pretrain --flagfile=flags/recipes/small_pretrain.cfg --input_file='data/small/*.tfrecord' "
+    "--spm_model_file=vocab/8k.model --output_dir=runs/small": _ONE_MACHINE,
+    # docs/pretraining.md: the paper's recipe
     "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/30k.model "
     "--output_dir=data/train --max_seq_length=512 --max_predictions_per_seq=20 --dupe_factor=40 --num_shards=256":
         f"{_DATA}::test_binary_end_to_end",
@@ -93,9 +100,14 @@ REGISTRY = {
 }
 
 _SERVER = "a model server in Docker, which the test machines do not run; the same requests are run in-process"
+_DOWNLOAD = ("a download of released weights; nothing is downloaded in tests, which build both folders' layouts "
+             "from the golden fixtures: tests/albert_tf/test_model_folder.py")
 NOT_RUN = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e .":
         "the installation itself; .ci/run installs the same package into .venv",
+    "curl -LO https://storage.googleapis.com/albert_models/albert_base_v2.tar.gz": _DOWNLOAD,
+    "tar xzf albert_base_v2.tar.gz && mv albert_base albert_base_v2": _DOWNLOAD,
+    "hf download albert/albert-base-v2 --local-dir albert-base-v2": _DOWNLOAD,
     "bash .ci/run": "CI's entry point: it runs the whole suite, this test among it",
     "python -m pytest -q tests": "the whole suite, this test among it",
     "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests": "the whole suite on both cores, as "

@@ -67,7 +67,21 @@ def _check_input(patterns: str | None, flag: str) -> list[str]:
 
 
 def _model_config():
-    """The model config and where it came from (for messages)."""
+    """The model config and where it came from (for messages), with --vocab_size applied."""
+    import dataclasses
+
+    config, source = _config_of_flags()
+    if FLAGS.vocab_size is None or FLAGS.vocab_size == config.vocab_size:
+        return config, source
+    if FLAGS.vocab_size < 1:
+        raise app.UsageError(f"--vocab_size={FLAGS.vocab_size} must be a positive number of pieces.")
+    logging.info("vocab_size %d (--vocab_size) instead of %s's %d.", FLAGS.vocab_size, source,
+                 config.vocab_size)
+    return dataclasses.replace(config, vocab_size=FLAGS.vocab_size), f"--vocab_size={FLAGS.vocab_size}"
+
+
+def _config_of_flags():
+    """The config of --preset or --albert_config_file and where it came from."""
     import albert_tf
 
     if bool(FLAGS.preset) == bool(FLAGS.albert_config_file):
@@ -108,7 +122,34 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
         raise ValueError(
             f"--spm_model_file={spm_model_file} has {pieces} pieces but "
             f"{config_source} has vocab_size={vocab_size}: use the vocabulary "
-            "the data was made with and a model config of its size.")
+            f"the data was made with and give --vocab_size={pieces} (or a model "
+            "config of its size).")
+
+
+def check_shard_lengths(manifests, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """ValueError unless the shards' manifests record the lengths the run reads them with.
+
+    The reader parses fixed-length features: shards of another length fail
+    inside tf.data, far from the cause. Manifests without these settings
+    (written by hand or by an older tool) are not compared.
+
+    Args:
+        manifests: paths of the shards' PREFIX.manifest.json files (the shard check's).
+        max_seq_length, max_predictions_per_seq: the run's flags.
+    """
+    import json
+
+    from pipelines.fileio import read_text
+
+    wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    for path in manifests:
+        settings = json.loads(read_text(path)).get("settings") or {}
+        differ = [f"--{name}={value} (the shards: {settings[name]})" for name, value in wanted.items()
+                  if name in settings and settings[name] != value]
+        if differ:
+            shards = " ".join(f"--{name}={settings[name]}" for name in wanted if name in settings)
+            raise ValueError(f"{' and '.join(differ)}: {path} records the shards' lengths; train with {shards} "
+                             "or write shards at this run's lengths.")
 
 
 def _check_files(config, config_source: str) -> str:
@@ -118,13 +159,16 @@ def _check_files(config, config_source: str) -> str:
     from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
 
     files = []  # every input file read, for the vocabulary check
+    lengths = (FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.do_train:
         files += _check_input(FLAGS.input_file, "input_file")
-        shard_check.verify_input_shards(files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        report = shard_check.verify_input_shards(files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        check_shard_lengths(report.manifests, *lengths)
     eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_eval and eval_pattern != FLAGS.input_file:
         eval_files = _check_input(eval_pattern, "eval_input_file")
-        shard_check.verify_input_shards(eval_files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        report = shard_check.verify_input_shards(eval_files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        check_shard_lengths(report.manifests, *lengths)
         files += eval_files
     elif FLAGS.do_eval:
         files = files or _check_input(eval_pattern, "eval_input_file")
