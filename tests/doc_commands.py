@@ -34,11 +34,6 @@ REGISTRY = {
     "albert-demo --output_dir=demo_output": "tests/albert_tf/test_demo.py::test_demo_runs_every_stage_and_reruns",
     "albert-create-vocab --input_file='corpus/*.txt' --model_prefix=vocab/30k --vocab_size=30000":
         "tests/pipelines/test_create_vocab.py::test_create_vocab_binary",
-    "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/30k.model "
-    "--output_dir=data/train": f"{_DATA}::test_binary_end_to_end",
-    "albert-pretrain --flagfile=flags/recipes/albert_base_pretrain.cfg --input_file='data/train/*.tfrecord' "
-    "--spm_model_file=vocab/30k.model --output_dir=runs/base":
-        "tests/albert_tf/test_pretrain_binary.py::test_end_to_end_then_resume_with_more_steps",
     "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model --output_dir=runs/mytask "
     "--do_train --do_eval": _NEWCOMER,
     "albert-export --checkpoint=runs/mytask --head=classifier --export_dir=exports/mytask": _EXPORT_CONTRACT,
