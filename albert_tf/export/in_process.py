@@ -160,6 +160,32 @@ def answer(model: Any, texts: Texts, text_pairs: Optional[Texts] = None, *, choi
     for begin in range(0, len(rows), batch_size):
         batch = {key: tf.constant(values[begin:begin + batch_size], tf.string) for key, values in inputs.items()}
         outputs = {key: value.numpy() for key, value in function(**batch).items()}
-        count = len(batch["text"])
-        answers += [{key: _json_value(np.asarray(value[i])) for key, value in outputs.items()} for i in range(count)]
+        answers += [{key: _json_value(value) for key, value in row.items()} for row in _unpadded_rows(outputs)]
     return answers[0] if single else answers
+
+
+def _unpadded_rows(outputs: Dict[str, np.ndarray]) -> List[Dict[str, np.ndarray]]:
+    """The rows of a served batch without the batch's padding, so a row does not depend on its batch.
+
+    A request is padded to its longest row: tagging's per-position outputs
+    to the longest text (`input_mask` 0), fill-mask's per-mask outputs to the
+    row with most masks (`masked_positions` -1). Each row keeps its own
+    positions / masks only; other outputs are as served.
+    """
+    if "input_mask" in outputs and "tags" in outputs:
+        lengths = outputs["input_mask"].sum(axis=1)
+        width_of = outputs["input_mask"].shape
+    elif "masked_positions" in outputs:
+        lengths = (outputs["masked_positions"] >= 0).sum(axis=1)
+        width_of = outputs["masked_positions"].shape
+    else:
+        lengths, width_of = None, None
+    count = len(next(iter(outputs.values())))
+    rows = []
+    for i in range(count):
+        row = {}
+        for key, value in outputs.items():
+            padded = lengths is not None and value.shape[:2] == width_of
+            row[key] = np.asarray(value[i][:lengths[i]] if padded else value[i])
+        rows.append(row)
+    return rows
