@@ -41,8 +41,8 @@ Texts = Union[str, bytes, Sequence[Union[str, bytes]], np.ndarray]
 def serving_functions(model: Any, **settings) -> Dict[str, Any]:
     """The text functions of the serving module the export builds for `model` (signature name -> tf.function).
 
-    Built once per model and settings, and kept on the model (untracked)
-    while the model's preprocessor is the one it was built with.
+    Built once per model, settings, preprocessor and label / tag names, and
+    kept on the model (untracked: never saved with it).
 
     Args:
         model: an `AlbertPretrainer` or a task model (`head_of` says which head).
@@ -65,7 +65,9 @@ def serving_functions(model: Any, **settings) -> Dict[str, Any]:
         # A SimpleNamespace is not trackable: the serving module is never saved with the model.
         cache = types.SimpleNamespace(by_key={})
         model._answer_functions = cache
-    key = (id(getattr(model, "preprocessor", None)), tuple(sorted((k, v) for k, v in settings.items())))
+    # Names set after a first call (clf.label_names = [...]) are served from the next one.
+    names = tuple(tuple(getattr(model, attr, None) or ()) for attr in ("label_names", "tag_names"))
+    key = (id(getattr(model, "preprocessor", None)), names, tuple(sorted(settings.items())))
     if key not in cache.by_key:
         cache.by_key[key] = _build(model, head, settings)
     return cache.by_key[key]
