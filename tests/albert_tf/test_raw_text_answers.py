@@ -1,6 +1,6 @@
 """`model.answer(...)`: raw text in Python, the export's answers out (issue 37 item 6).
 
-Every head that answers text (classifier single and pair, regression, span QA
+Every head that answers text (classifier single and pair, span QA
 v1 and v2 with its no-answer threshold, tagging, multiple choice, the
 pretrainer's fill-mask) is compared with its SavedModel, written by
 `export_saved_model` and loaded with `tf.saved_model.load`, on the shared
@@ -26,6 +26,7 @@ BATCH = 4
 
 def _build(spm, names=None):
     import keras
+    import tensorflow as tf
 
     import albert_tf
     from tests.albert_tf.task_testlib import tiny_config
@@ -37,7 +38,6 @@ def _build(spm, names=None):
     makers = {
         "pretrainer": lambda: albert_tf.AlbertPretrainer(config),
         "classifier": lambda: albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
-        "regression": lambda: albert_tf.AlbertClassifier(config, 1, preprocessor=pre),
         "span_qa_v1": lambda: albert_tf.AlbertSpanQA(config, **qa),
         "span_qa_v2": lambda: albert_tf.AlbertSpanQA(config, version_2=True, **qa),
         "multiple_choice": lambda: albert_tf.AlbertMultipleChoice(config, 3, preprocessor=pre, max_qa_length=8),
@@ -47,6 +47,12 @@ def _build(spm, names=None):
     for i, (name, make) in enumerate(makers.items()):
         if names is None or name in names:
             models[name] = _randomize(make(), seed=20 + i)
+    if "tagging" in models:
+        # A random tagger puts nearly every piece in one tag; centred logits make the tags vary.
+        texts = tf.constant(edge.TEXTS)
+        mask = pre(texts)["input_mask"].numpy() > 0
+        bias = models["tagging"].head_variable_map()["cls/tagging/output_bias"]
+        bias.assign(bias.numpy() - models["tagging"](texts).numpy()[mask].mean(axis=0))
     return models
 
 
@@ -130,7 +136,7 @@ TAGGING_PADDING = {"tags": "", "pieces": "", "tag_ids": -1, "input_mask": 0}
 FILL_MASK_PADDING = {"masked_positions": -1, "top_k_ids": -1, "top_k_scores": 0.0, "top_k_pieces": ""}
 
 
-@pytest.mark.parametrize("name", ["classifier", "regression", "tagging"])
+@pytest.mark.parametrize("name", ["classifier", "tagging"])
 def test_single_texts_answer_as_the_saved_model(heads, name):
     rows = heads["models"][name].answer(edge.TEXTS, batch_size=BATCH)
     served = _served(heads["loaded"][name], "serving_default", text=edge.TEXTS)
