@@ -102,6 +102,7 @@ def main(argv) -> None:
                     normalization=FLAGS.normalization)
     if FLAGS.format == "savedmodel":
         settings.update(top_k=FLAGS.top_k, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
+                        n_best_size=FLAGS.n_best_size,
                         max_context_length=FLAGS.max_context_length, freeze_weights=FLAGS.freeze_weights)
     path = export(model, FLAGS.export_dir, **settings)
     if FLAGS.format == "openvino":
