@@ -98,6 +98,7 @@ Example:
 
 import tensorflow as tf  # noqa: F401  (albert_tf.export.tf, as before the split)
 
+from albert_tf.export.answers import answer
 from albert_tf.export.assets import (CONFIG_ASSET, LABELS_ASSET, PREPROCESSING_ASSET, SPM_ASSET, TAGS_ASSET,
                                      TASK_CONFIG_ASSET)
 from albert_tf.export.base import ID_INPUTS
@@ -108,7 +109,7 @@ from albert_tf.export.saved_model import DEFAULT_MAX_SEQ_LENGTH, export_saved_mo
 from albert_tf.export.span_qa import best_beam_spans, best_spans
 from albert_tf.export.versions import next_version
 
-__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
+__all__ = ["HEADS", "answer", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
            "export_saved_model", "head_of", "next_version", "rest_inputs", "rest_predict"]
 
 

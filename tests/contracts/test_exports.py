@@ -234,8 +234,10 @@ def _span_reference(model, spm, questions, contexts, n_best_size=None):
     result = squad.postprocess_predictions(examples, features, outputs, n_best_size=n_best_size or model.n_best_size,
                                            max_answer_length=QA_MAX_ANSWER, version_2=model.version_2,
                                            null_score_diff_threshold=model.null_score_diff_threshold)
+    kept = {int(i) for i in features.example_index}  # the reader skips a context it cannot align
     return {"answer": [result.predictions[e.qas_id] for e in examples],
-            "null_odds": [result.null_odds.get(e.qas_id) for e in examples]}
+            "null_odds": [result.null_odds.get(e.qas_id) for e in examples],
+            "kept": [i in kept for i in range(len(examples))]}
 
 
 def _library(pre, models, spm):
@@ -296,6 +298,9 @@ HOSTILE_FILL_MASK = [t + b" [MASK] lo" for t in edge.HOSTILE]  # the hostile str
 # context's text only.
 HOSTILE_CONTEXTS = edge.HOSTILE[::-1]
 HOSTILE_QA_COMPARED = [i for i, c in enumerate(HOSTILE_CONTEXTS) if len(c) < 10_000]
+# The hostile strings as questions about a context the reader aligns (it skips contexts it cannot align: most
+# hostile ones), so that every row's answer is compared.
+PLAIN_CONTEXT = "Ka lo MI ten. Ser qua, vi don! ka mi lo"
 
 
 def _hostile_inputs(row):
@@ -323,7 +328,9 @@ def _hostile_library(row, pre, models, spm):
     if row.startswith("span_qa"):
         questions = [edge.HOSTILE[i].decode("utf-8", "ignore") for i in HOSTILE_QA_COMPARED]
         contexts = [HOSTILE_CONTEXTS[i].decode("utf-8", "ignore") for i in HOSTILE_QA_COMPARED]
-        return _span_reference(models[row], spm, questions, contexts)
+        every = [t.decode("utf-8", "ignore") for t in edge.HOSTILE]
+        return {"pairs": _span_reference(models[row], spm, questions, contexts),
+                "questions": _span_reference(models[row], spm, every, [PLAIN_CONTEXT] * len(every))}
     if row == "encoder":
         return {"pooled_output": models["encoder"](pre(texts))["pooled_output"].numpy()}
     if row in ("classifier_single", "classifier_mean_pooling"):
@@ -367,6 +374,10 @@ def exports(tmp_path_factory, contract_assets):
         jobs.append({"id": "library_" + row, "path": path, "signature": signature, "inputs": inputs})
         jobs.append({"id": "hostile_" + row, "path": path, "signature": signature,
                      "inputs_b64": _hostile_inputs(row)})
+        if row.startswith("span_qa"):
+            jobs.append({"id": "hostile_questions_" + row, "path": path, "signature": signature,
+                         "inputs_b64": {"text": _b64(edge.HOSTILE),
+                                        "text_pair": _b64([PLAIN_CONTEXT] * len(edge.HOSTILE))}})
         big = {name: ([[t, "ka", "lo"] for t in edge.big_batch()] if name == "choices" else edge.big_batch())
                for name in inputs}
         jobs.append({"id": "big_" + row, "path": path, "signature": signature, "inputs": big, "summary": True})
@@ -510,13 +521,20 @@ def test_hostile(exports, row):
     if row == "pretrainer":
         _check_fill_mask(exports, "hostile_" + row, want)
     elif row.startswith("span_qa"):
+        # Hostile contexts: those the SQuAD reader keeps. It skips a context whose pieces it cannot align with
+        # its characters (controls, zero widths, and here even "ka  lo "), which the server still answers from
+        # the context's own text (checked below).
+        kept = [j for j, k in enumerate(want["pairs"]["kept"]) if k]
+        assert kept, want["pairs"]
         answers = result["answer"]["values"]
-        assert [answers[i] for i in HOSTILE_QA_COMPARED] == want["answer"], (answers, want["answer"])
-        assert any(want["answer"]), want["answer"]
+        assert ([answers[HOSTILE_QA_COMPARED[j]] for j in kept] == [want["pairs"]["answer"][j] for j in kept]), (
+            answers, want["pairs"])
+        # Hostile questions about a plain context: every row compared.
+        questions = exports["results"]["hostile_questions_" + row]["outputs"]
+        assert all(want["questions"]["kept"]) and any(want["questions"]["answer"]), want["questions"]
+        assert questions["answer"]["values"] == want["questions"]["answer"]
         if row == "span_qa_v2":
-            kept = [j for j, odds in enumerate(want["null_odds"]) if odds is not None and np.isfinite(odds)]
-            assert_close([result["null_odds"]["values"][HOSTILE_QA_COMPARED[j]] for j in kept],
-                         [want["null_odds"][j] for j in kept], what=row)
+            assert_close(questions["null_odds"]["values"], want["questions"]["null_odds"], what=row)
         contexts = [t.decode("utf-8", "ignore") for t in HOSTILE_CONTEXTS]
         _check_span_answers(exports, row, "hostile_" + row, contexts)
     else:
@@ -578,3 +596,17 @@ def test_span_qa_v1_n_best_size_changes_answers(exports):
     model = exports["models"]["span_qa_v1"]
     every = _span_reference(model, exports["spm"], edge.QUESTIONS, edge.CONTEXTS, n_best_size=MAX_LEN)
     assert every["answer"] != exports["library"]["span_qa_v1"][2]["answer"]
+
+
+def test_python_answer_of_the_pretrainer_equals_the_saved_model(exports):
+    """Issue 37 item 6: fill-mask on raw text in Python (`albert_tf.export.answer`) = the SavedModel's."""
+    from albert_tf.export import answer
+
+    got = answer(exports["models"]["pretrainer"], edge.FILL_MASK, spm_model_file=exports["spm"],
+                 max_seq_length=MAX_LEN, top_k=4)
+    want = exports["results"]["library_pretrainer"]["outputs"]
+    assert sorted(got) == sorted(want)
+    assert_close(got["top_k_scores"].reshape(len(edge.FILL_MASK), -1),
+                 np.reshape(want["top_k_scores"]["values"], (len(edge.FILL_MASK), -1)), what="fill-mask")
+    for key in ("masked_positions", "top_k_ids", "top_k_pieces"):
+        assert got[key].tolist() == want[key]["values"], key
