@@ -610,3 +610,8 @@ def test_python_answer_of_the_pretrainer_equals_the_saved_model(exports):
                  np.reshape(want["top_k_scores"]["values"], (len(edge.FILL_MASK), -1)), what="fill-mask")
     for key in ("masked_positions", "top_k_ids", "top_k_pieces"):
         assert got[key].tolist() == want[key]["values"], key
+
+
+def test_fill_mask_takes_no_text_pair(exports):
+    """The "text pairs" cell of the pretrainer: refused, as fill-mask packs one text (no pair signature)."""
+    assert set(exports["results"]["empty_pretrainer"]["empty"]) == {"serving_default", "serve_token_ids"}

@@ -4,8 +4,8 @@ Every fine-tuning head (`HEADS`, conftest.py) is fine-tuned once by albert-finet
 tiny data), and each output folder is exported by albert-export, as a user does; the SavedModels then answer the
 shared edge texts in a FRESH process (tensorflow + tensorflow_text only, tests/albert_tf/export_worker.py) and
 are compared with the library loaded from the same folder (`albert_tf.load_task_model`). The encoder row is the
-classifier_pair folder's encoder (`--head=encoder`); the pretrainer row is albert-pretrain's, not
-albert-finetune's: a fine-tuned folder holds no masked-LM head, and albert-export says so.
+classifier_pair folder's encoder (`--head=encoder`); the pretrainer row is refused: a fine-tuned folder holds no
+masked-LM head, and albert-export says so in one line (before, it exported a random fill-mask head).
 
 Text pairs, by row:
 - classifier_pair (trained on pairs, task_config.json "text_pairs": true): `serving_default` takes `text` and
@@ -14,7 +14,10 @@ Text pairs, by row:
 - encoder and the classifiers trained on single texts: `serve_text_pair` answers as the library's pair packing.
 - span_qa_v1/v2: the question and context are the pair: `serving_default` equals the library.
 - multiple_choice: the context and its choices are the pairs: `serving_default` equals the library.
-- tagging and pretrainer: refused (no pair signature: the tagging reader and fill-mask never pack a pair).
+- tagging: refused (no pair signature: the tagging reader never packs a pair). The pretrainer's cell is
+  tests/contracts/test_exports.py::test_fill_mask_takes_no_text_pair (refused the same way).
+
+`test_python_answers_equal_the_saved_model` (issue 37 item 6): `model.answer(...)` in Python equals the SavedModel.
 """
 
 import json
