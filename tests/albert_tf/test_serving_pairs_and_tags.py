@@ -109,3 +109,16 @@ def test_tagging_serves_one_tag_per_word_at_its_first_piece(tmp_path, pre):
     ids = tf.constant([[2, 29, 22, 27, 3]])
     got = signatures["serve_token_ids"](input_ids=ids, input_mask=tf.ones_like(ids), segment_ids=tf.zeros_like(ids))
     assert got["tag_ids"].numpy().tolist() == [[-1, 1, 1, -1, -1]]
+
+
+def test_the_squad_task_records_n_best_size(tmp_path):
+    """Issue 35 N11: albert-finetune's --n_best_size is kept in task_config.json, so the export decodes as
+    predictions.json did."""
+    from albert_tf.tasks.base import TaskOptions
+    from albert_tf.tasks.span_qa import SquadTask
+
+    spm = train_tiny_spm(str(tmp_path))
+    task = SquadTask("squad_v1", TaskOptions(spm_model_file=spm, max_seq_length=16, n_best_size=3))
+    model = task.build_model(tiny_config(), None, None)
+    folder = albert_tf.save_task_model(model, str(tmp_path / "qa"))
+    assert albert_tf.load_task_model(folder).n_best_size == 3 and model.task_config["n_best_size"] == 3
