@@ -37,6 +37,7 @@ def export_saved_model(
     doc_stride: Optional[int] = None,
     max_context_length: Optional[int] = None,
     null_score_diff_threshold: Optional[float] = None,
+    n_best_size: Optional[int] = None,
     freeze_weights: Optional[bool] = None,
 ) -> str:
     """Writes `model` as a TF Serving SavedModel with raw-text signatures.
@@ -82,6 +83,10 @@ def export_saved_model(
             to this many pieces' worth of characters first); default 4096.
         null_score_diff_threshold: span_qa v2: answer "" when the null odds
             exceed it; default: the model's (task_config.json), else 0.0.
+        n_best_size: span_qa v1: a span starts at one of each window's n
+            highest start logits and ends at one of its n highest end logits,
+            as fine-tuning's predictions.json; default: the model's
+            (task_config.json, the fine-tuning value), else 20.
         freeze_weights: True writes the weights as graph constants (no
             variables): oneDNN then prepares each weight matrix once and runs
             its fastest kernels, 1.24x the speed of a variables graph on an AMX
@@ -117,7 +122,7 @@ def export_saved_model(
     serving = _HEAD_BUILDERS[head](model, preprocessor, label_names=label_names, top_k=top_k,
                                    max_answer_length=max_answer_length, doc_stride=doc_stride,
                                    max_context_length=max_context_length,
-                                   null_score_diff_threshold=null_score_diff_threshold)
+                                   null_score_diff_threshold=null_score_diff_threshold, n_best_size=n_best_size)
     serving.text_signatures = bool(text_signatures)
     serving.freeze_weights = _should_freeze(model, freeze_weights)
     return _write_version(serving, model, preprocessor, export_dir, _choose_version(export_dir, version))
