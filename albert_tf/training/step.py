@@ -138,7 +138,7 @@ def whole_step_xla_supported(strategy: tf.distribute.Strategy) -> bool:
 
 def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
                      gradient_accumulation_steps: int, jit_compile: bool,
-                     jit_whole_step: bool = False):
+                     jit_whole_step: bool = False, next_batch=next):
     """`train_step(iterator) -> loss-term sums over the global batch`.
 
     One call runs one optimizer step on every replica and advances
@@ -153,6 +153,9 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
             accumulation, loss scaling, the non-finite guard, the all-reduce
             and the optimizer update too, as under TPUStrategy. An op XLA
             cannot compile fails the first call with its name.
+        next_batch: `iterator -> the step's per-replica batch` (default
+            `next`, for a distributed iterator; `train_input.TrainInput`
+            gives its own).
 
     Raises:
         TrainingError: jit_whole_step with several replicas of a strategy
@@ -231,7 +234,7 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
 
     @tf.function
     def train_step(iterator):
-        batch = next(iterator)
+        batch = next_batch(iterator)
         terms = strategy.run(replica_step, args=(batch,))
         state.global_step.assign_add(1)
         return {key: strategy.reduce(tf.distribute.ReduceOp.SUM, terms[key],
