@@ -89,12 +89,19 @@ def _host(strategy: tf.distribute.Strategy) -> str:
     return device.replace(device_type="CPU", device_index=0).to_string()
 
 
-def _saveable(iterator) -> Optional[str]:
-    """None when `iterator`'s state can be saved, else why not (one line)."""
+def _saveable(dataset: tf.data.Dataset) -> Optional[str]:
+    """None when the state of an iterator over `dataset` can be saved, else
+    why not (one line). Asked of an iterator of its own after its first
+    element: the datasets that interleave opens exist only from then on."""
+    probe = iter(dataset)
     try:
-        iterator._serialize_to_tensors()  # pylint: disable=protected-access
+        next(probe)
+    except (StopIteration, tf.errors.OpError):
+        return None  # the training loop says what is wrong with the data
+    try:
+        probe._serialize_to_tensors()  # pylint: disable=protected-access
     except (tf.errors.OpError, ValueError, TypeError) as e:
-        return str(getattr(e, "message", e)).splitlines()[0][:200]
+        return str(getattr(e, "message", e)).strip().splitlines()[0][:300]
     return None
 
 
@@ -138,10 +145,16 @@ class TrainInput:
         self.per_step = elements_per_step(ctx)
         self._first_replica = ctx.input_pipeline_id * self.per_step
         consumed = position * self.per_step
+
+        def make() -> tf.data.Dataset:
+            # A new dataset each time: iterating one dataset again reshuffles
+            # (shuffle with reshuffle_each_iteration draws new seeds).
+            with tf.device(_host(strategy)):
+                return dataset_fn(ctx)
+
         with tf.device(_host(strategy)):
-            dataset = dataset_fn(ctx)
-            self.iterator = iter(dataset)
-        why_not = _saveable(self.iterator)
+            why_not = _saveable(make())
+            self.iterator = iter(make())
         self.saveable = None if why_not else self.iterator
         if why_not:
             logging.warning("The input's position cannot be saved in checkpoints (%s): a resume "
@@ -156,9 +169,9 @@ class TrainInput:
             return
         why = (why_not and "its position cannot be saved") or (
             f"{own_checkpoint or 'the checkpoint'} holds no input position")
-        _log_skip(dataset, consumed, per_replica_batch, why)
+        _log_skip(make(), consumed, per_replica_batch, why)
         with tf.device(_host(strategy)):
-            self.iterator = iter(dataset.skip(consumed))
+            self.iterator = iter(make().skip(consumed))
         self.saveable = None if why_not else self.iterator
 
     def next_batch(self, iterator):
@@ -187,11 +200,10 @@ def _skip_logged(train_dataset_fn: DatasetFn, position: int, per_replica_batch: 
     """`train_dataset_fn` whose datasets log the skip of a resume at `position` steps."""
 
     def dataset_fn(ctx):
-        dataset = train_dataset_fn(ctx)
         consumed = position * elements_per_step(ctx)
-        if consumed:
-            _log_skip(dataset, consumed, per_replica_batch, why)
-        return dataset
+        if consumed:  # on a dataset of its own (iterating one again reshuffles)
+            _log_skip(train_dataset_fn(ctx), consumed, per_replica_batch, why)
+        return train_dataset_fn(ctx)
 
     return dataset_fn
 
