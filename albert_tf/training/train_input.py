@@ -122,6 +122,13 @@ def _log_skip(dataset: tf.data.Dataset, elements: int, rows: int, why: str) -> N
         elements * rows / max(seconds, 1e-9))
 
 
+@tf.function
+def _advance(iterator, count):
+    """Reads and drops `count` elements of `iterator`."""
+    for _ in tf.range(count):
+        next(iterator)
+
+
 class TrainInput:
     """This worker's training input: `iterator` goes to `train_step`, which
     takes a step's per-replica batch with `next_batch(iterator)`; `saveable`
@@ -170,9 +177,9 @@ class TrainInput:
         why = (why_not and "its position cannot be saved") or (
             f"{own_checkpoint or 'the checkpoint'} holds no input position")
         _log_skip(make(), consumed, per_replica_batch, why)
-        with tf.device(_host(strategy)):
-            self.iterator = iter(make().skip(consumed))
-        self.saveable = None if why_not else self.iterator
+        # Pulled, not Dataset.skip: the iterator stays one of the plain
+        # dataset, whose state the next checkpoints save and restore.
+        _advance(self.iterator, tf.constant(consumed, tf.int64))
 
     def next_batch(self, iterator):
         """The step's per-replica batch (call inside `train_step`)."""

@@ -161,14 +161,16 @@ def test_run_pretraining_saves_the_input_and_resumes_a_checkpoint_without_it_exa
     class Killed(Exception):
         pass
 
-    def die_at_3(logged):
-        if logged["step"] == 3:
-            raise Killed()
+    def dies_at(step):
+        def callback(logged):
+            if logged["step"] == step:
+                raise Killed()
+        return callback
 
     def run(output_dir, log_callback=None):
         return training.run_pretraining(
             tl.tiny_config(hidden_dropout_prob=0.1), good, str(output_dir), **tl.pretraining_kwargs(
-                train_batch_size=BATCH, num_train_steps=4, num_warmup_steps=1, learning_rate=0.01,
+                train_batch_size=BATCH, num_train_steps=6, num_warmup_steps=1, learning_rate=0.01,
                 save_checkpoints_steps=2, log_steps=1, max_seq_length=tl.SEQ,
                 max_predictions_per_seq=tl.PREDS, seed=7, handle_preemption=False,
                 log_callback=log_callback))
@@ -178,12 +180,16 @@ def test_run_pretraining_saves_the_input_and_resumes_a_checkpoint_without_it_exa
     # A checkpoint of an earlier version: no input state in it; the run dies after it.
     with monkeypatch.context() as patch, pytest.raises(Killed):
         patch.setattr(state_lib.TrainState, "attach_input", lambda self, iterator: None)
-        run(tmp_path / "old", die_at_3)
+        run(tmp_path / "old", dies_at(3))
     assert tf.train.latest_checkpoint(str(tmp_path / "old")).endswith("ckpt-2")
     assert not train_input.has_input_state(str(tmp_path / "old" / "ckpt-2"))
+    # Resumed by a skip, and killed again after ckpt-4, which holds the input
+    # position; then resumed from it.
+    with pytest.raises(Killed):
+        run(tmp_path / "old", dies_at(5))
+    assert train_input.has_input_state(str(tmp_path / "old" / "ckpt-4"))
     run(tmp_path / "old")
-    _assert_same_variables(_variables(tmp_path / "old" / "ckpt-4"), _variables(tmp_path / "whole" / "ckpt-4"))
-    assert train_input.has_input_state(str(tmp_path / "old" / "ckpt-4"))  # saved from then on
+    _assert_same_variables(_variables(tmp_path / "old" / "ckpt-6"), _variables(tmp_path / "whole" / "ckpt-6"))
 
 
 def test_multi_worker_resume_restores_each_workers_own_input_position(workdir, tmp_path):
