@@ -92,7 +92,9 @@ class TrainState:
 
         names = checkpoint_variable_names(path)
         if any(name.startswith("recovery/") for name in names):
-            self.restorable.restore(path).assert_existing_objects_matched()
+            status = self.restorable.restore(path)
+            status.assert_existing_objects_matched()
+            status.expect_partial()  # the input position: `train_input` restores it
             # The saves counted in the folder (what restoring `checkpoint` gave).
             self.checkpoint.save_counter.assign(self.restorable.save_counter)
         else:

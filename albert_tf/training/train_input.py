@@ -26,6 +26,7 @@ tried on a TPU here). With the tf.data service nothing is saved or skipped
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Optional, Tuple
 
@@ -89,6 +90,12 @@ def _host(strategy: tf.distribute.Strategy) -> str:
     return device.replace(device_type="CPU", device_index=0).to_string()
 
 
+def _reason(error: Exception) -> str:
+    """The first line of a TensorFlow error, without its function-node prefix."""
+    text = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", str(getattr(error, "message", error)))
+    return text.strip().splitlines()[0][:300] if text.strip() else type(error).__name__
+
+
 def _saveable(dataset: tf.data.Dataset) -> Optional[str]:
     """None when the state of an iterator over `dataset` can be saved, else
     why not (one line). Asked of an iterator of its own after its first
@@ -101,7 +108,7 @@ def _saveable(dataset: tf.data.Dataset) -> Optional[str]:
     try:
         probe._serialize_to_tensors()  # pylint: disable=protected-access
     except (tf.errors.OpError, ValueError, TypeError) as e:
-        return str(getattr(e, "message", e)).strip().splitlines()[0][:300]
+        return _reason(e)
     return None
 
 
@@ -168,14 +175,19 @@ class TrainInput:
                             "reads the consumed batches again.", why_not)
         if not consumed:
             return
-        if self.saveable is not None and has_input_state(own_checkpoint):
-            tf.train.Checkpoint(**{CHECKPOINT_KEY: self.iterator}).restore(
-                own_checkpoint).expect_partial()
-            logging.info("Input position restored from %s (batch %d of this worker's input).",
-                         own_checkpoint, consumed)
-            return
         why = (why_not and "its position cannot be saved") or (
             f"{own_checkpoint or 'the checkpoint'} holds no input position")
+        if self.saveable is not None and has_input_state(own_checkpoint):
+            try:
+                tf.train.Checkpoint(**{CHECKPOINT_KEY: self.iterator}).restore(
+                    own_checkpoint).expect_partial()
+                logging.info("Input position restored from %s (batch %d of this worker's input).",
+                             own_checkpoint, consumed)
+                return
+            except (tf.errors.OpError, ValueError) as e:  # another pipeline than the one saved
+                why = f"the input position in {own_checkpoint} does not fit this input pipeline ({_reason(e)})"
+                with tf.device(_host(strategy)):
+                    self.iterator = self.saveable = iter(make())
         _log_skip(make(), consumed, per_replica_batch, why)
         # Pulled, not Dataset.skip: the iterator stays one of the plain
         # dataset, whose state the next checkpoints save and restore.

@@ -154,6 +154,26 @@ def test_an_input_that_cannot_be_saved_says_so_and_is_resumed_by_a_skip(shards, 
     assert skipped >= 3 * BATCH
 
 
+def test_a_position_saved_by_another_pipeline_is_not_forced_on_this_one(tmp_path, caplog):
+    def saved(ctx):
+        return tf.data.Dataset.range(1000).shuffle(50, seed=1).batch(4).prefetch(2)
+
+    def changed(ctx):  # a map added before the shuffle: another pipeline
+        return tf.data.Dataset.range(1000).map(lambda x: x + 1).shuffle(50, seed=1).batch(4).prefetch(2)
+
+    strategy = tf.distribute.get_strategy()
+    path, _ = _saved_after(5, saved, str(tmp_path / "input"))
+    caplog.set_level("WARNING")
+    got = train_input.TrainInput(strategy, changed, 5, path, 4)
+    want = train_input.TrainInput(strategy, changed, 0, None, 4)
+    for _ in range(5):
+        want.next_batch(want.iterator)
+    np.testing.assert_array_equal(got.next_batch(got.iterator), want.next_batch(want.iterator))
+    lines = [r.getMessage() for r in caplog.records if "reading again" in r.getMessage()]
+    assert len(lines) == 1 and f"the input position in {path} does not fit this input pipeline (" in lines[0]
+    assert "{{function_node" not in lines[0]
+
+
 def test_run_pretraining_saves_the_input_and_resumes_a_checkpoint_without_it_exactly(
         shards, tmp_path, monkeypatch):
     good = _dataset_fn(shards, "dynamic")
