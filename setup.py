@@ -11,7 +11,7 @@ setuptools.setup(
     ),
     python_requires=">=3.10",
     packages=setuptools.find_packages(include=["albert_tf*", "pipelines*", "flags*"]),
-    package_data={"flags": ["recipes/*.cfg"]},
+    package_data={"flags": ["recipes/*.cfg", "recipes/*.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",

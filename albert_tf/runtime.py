@@ -156,19 +156,62 @@ def _cpu_flags() -> frozenset:
     return frozenset()
 
 
+def cpu_kind(flags) -> str:
+    """The kind of CPU a set of /proc/cpuinfo flags names, by the instructions its matmuls can use.
+
+    "amx" (amx_bf16 and amx_tile: AMX bfloat16 tiles, Intel Sapphire Rapids and later), "avx512-bf16"
+    (avx512_bf16 without AMX: AMD Zen 4/5, Intel Cooper Lake), "avx512" (avx512f only), "avx2" (AVX2, no
+    AVX-512: AMD Zen 2/3, most laptops), "other". The benchmark keeps its run files under the same names
+    (`bench.systems.common.cpu_kind`).
+
+    Args:
+        flags: the flag names (any iterable of strings).
+
+    Example:
+
+    >>> cpu_kind("fpu avx2 fma".split()), cpu_kind(["avx512f", "avx512_bf16"]), cpu_kind(["amx_bf16", "amx_tile"])
+    ('avx2', 'avx512-bf16', 'amx')
+    """
+    flags = set(flags)
+    if {"amx_bf16", "amx_tile"} <= flags:
+        return "amx"
+    for flag, kind in (("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2")):
+        if flag in flags:
+            return kind
+    return "other"
+
+
+# The CPU kinds with bfloat16 arithmetic: "auto" picks bfloat16 there, float32 on every other kind.
+BFLOAT16_KINDS = ("amx", "avx512-bf16")
+
+
+def cpu_precision(flags) -> str:
+    """The precision "auto" means on a CPU with these flags (no GPU): bfloat16 on BFLOAT16_KINDS, else float32.
+
+    Args:
+        flags: the flag names (any iterable of strings).
+
+    Example:
+
+    >>> cpu_precision("fpu avx2 fma".split()), cpu_precision(["avx512f", "avx512_bf16"])
+    ('float32', 'bfloat16')
+    """
+    return "bfloat16" if cpu_kind(flags) in BFLOAT16_KINDS else "float32"
+
+
 def _cpu_has_amx() -> bool:
-    return "amx_bf16" in _cpu_flags()
+    return cpu_kind(_cpu_flags()) == "amx"
 
 
 def _cpu_has_fast_bfloat16() -> bool:
-    """AMX tiles or AVX-512 bfloat16 dot products (avx512_bf16).
+    """AMX tiles or AVX-512 bfloat16 dot products (`BFLOAT16_KINDS`).
 
     Measured (bench/results/avx512-bf16.md): with avx512_bf16 and no AMX, oneDNN's
     bfloat16 matmuls run at about twice the float32 rate and ALBERT-base
     trains about 1.7x faster in mixed bfloat16; without either, bfloat16 is
     emulated and runs at half the float32 speed.
     """
-    return bool(_cpu_flags() & {"amx_bf16", "avx512_bf16"})
+    return cpu_precision(_cpu_flags()) == "bfloat16"
 
 
 def default_jit_compile() -> bool:

@@ -12,6 +12,10 @@ Plans (`plan`):
   Runtime, fine-tuning on random batches and with albert-finetune's own batches, ALBERT-large against
   BERT-large (several hours).
 - "smoke": the default plan at the tiny shape, 2 timed steps: every system runs, in minutes.
+- "levers": ours only, in float32 (the precision "auto" picks without bfloat16 arithmetic): each of
+  TensorFlow's CPU levers (XLA, oneDNN with TF_ENABLE_ONEDNN_OPTS=1, both) against today's default (neither),
+  for training, fine-tuning, full-length encoder inference and the frozen SavedModel graph (`levers_plan`).
+  What it decides on an AVX2-only CPU is in docs/benchmarks.md; its run file is <kind>-levers.md.
 
 Same work: every row of a table gets the same batches, precision, threads and (training) masked positions;
 each system runs at its best normal use within that (in-batch length sorting for every text path, OpenVINO's
@@ -29,7 +33,7 @@ from typing import Dict, List, Optional, Sequence
 
 from bench.systems import common
 
-PLANS = ("default", "full", "smoke")
+PLANS = ("default", "full", "smoke", "levers")
 GROUPS = ("matmul", "train", "infer", "text", "finetune", "large")
 DEFAULT_REPS = 5
 OURS = "albert-tf"
@@ -73,11 +77,13 @@ class Measurement:
     runs: List[dict] = dataclasses.field(default_factory=list)
     errors: List[str] = dataclasses.field(default_factory=list)
     skip: str = ""  # why it is not run (a peer not installed)
+    env: Dict[str, str] = dataclasses.field(default_factory=dict)  # set in the worker's environment
 
     @property
     def key(self) -> str:
         settings = ",".join(f"{k}={v}" for k, v in sorted(self.kwargs.items()) if k not in _NOT_IN_KEY)
-        return f"{self.group}:{self.system}:{self.function}:{settings}"
+        env = "".join(f",env:{k}={v}" for k, v in sorted(self.env.items()))
+        return f"{self.group}:{self.system}:{self.function}:{settings}{env}"
 
     def spec(self) -> str:
         return json.dumps({"system": self.module, "function": self.function, "kwargs": self.kwargs})
@@ -144,6 +150,21 @@ def in_ratios(m: Measurement) -> bool:
     return not (m.group == "finetune" and m.kwargs.get("feed") == "finetune")
 
 
+def unlike_work(ours: Measurement, peer: Measurement) -> str:
+    """Why two rows of one table do not do the same work ("" when they do): a row padding each batch to a
+    multiple of common.BUCKET_STEP (keras-hub's pre-packed buckets, in runs before issue 27) beside rows that
+    do not.
+
+    >>> a = Measurement("text", "albert-tf task model", "ours", "text", {"feed": "grouped"})
+    >>> unlike_work(a, Measurement("text", "keras-hub", "kerashub", "text", {"feed": "grouped", "padding": "bucket"}))
+    'keras-hub pads each batch to a multiple of 16'
+    """
+    bucketed = [m for m in (ours, peer) if m.kwargs.get("padding") == "bucket"]
+    if len(bucketed) != 1:
+        return ""
+    return f"{bucketed[0].system} pads each batch to a multiple of {common.BUCKET_STEP}"
+
+
 def pairs(rows: Sequence[Measurement]) -> List[tuple]:
     """(ours, peer) for every row of ours and every peer row of one table with the same precision and,
     where both have one, the same XLA setting. No "best of" selection: every pair is shown."""
@@ -171,6 +192,8 @@ def plan(name: str, spm_path: str, pool_file: str) -> List[Measurement]:
     then one table at a time, ours beside its peers (a pair runs minutes apart, under the same load)."""
     if name not in PLANS:
         raise ValueError(f"plan must be one of {PLANS}, got {name!r}.")
+    if name == "levers":
+        return levers_plan(spm_path, pool_file)
     full = name == "full"
     out = matmul_plan(full) + train_plan(full) + infer_plan(full, spm_path) + text_plan(full, spm_path, pool_file)
     out += finetune_plan(full, spm_path, pool_file) + (large_plan() if full else [])
@@ -330,6 +353,62 @@ def large_plan(batch: int = 8) -> List[Measurement]:
                         dict(preset=preset, precision=precision, xla=False, batch=batch, seq=128,
                              dropout=LARGE_DROPOUT, optimizer_alone=True, **TRAIN_STEPS))
             for preset in ("albert_large_v2", "bert_large") for precision in ("float32", "bfloat16")]
+
+
+# ------------------------------------------------------------------ levers
+ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "1"}
+NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}  # TensorFlow's own default on CPUs without AVX-512 VNNI/BF16 or AMX
+# XLA for a graph TensorFlow runs as given (the frozen SavedModel, as TF Serving runs it): auto-clustering.
+XLA_AUTO_JIT = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_cpu_global_jit"}
+LEVERS = ("default", "XLA", "oneDNN", "XLA + oneDNN")
+
+
+def lever(m: Measurement) -> str:
+    """Which of LEVERS a row of the levers plan pulls ("" for rows of other plans and for the GEMM probe)."""
+    if "TF_ENABLE_ONEDNN_OPTS" not in m.env or m.group == "matmul":
+        return ""
+    xla = bool(m.kwargs.get("xla")) or "TF_XLA_FLAGS" in m.env
+    onednn = m.env["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    return {(False, False): "default", (True, False): "XLA", (False, True): "oneDNN", (True, True): "XLA + oneDNN"}[
+        (xla, onednn)]
+
+
+def levers_plan(spm_path: str, pool_file: str, precision: str = "float32") -> List[Measurement]:
+    """Ours with each lever and without (rows named "<system> (<lever>)"; `lever_pairs` gives their ratios):
+    training (albert-pretrain's step: XLA and oneDNN), fine-tuning (`fit` on real text: oneDNN only, since its
+    in-graph text layer keeps Keras from XLA-compiling it; albert-finetune --jit_compile feeds ids instead, timed
+    by hand, docs/benchmarks.md), full-length inference of the Keras encoder (XLA and oneDNN) and of the frozen
+    graph a SavedModel serves (oneDNN, and XLA by auto-clustering, the switch TF Serving has), with the GEMM
+    probe under each oneDNN setting."""
+    out = []
+    for env in (NO_ONEDNN, ONEDNN):
+        out.append(Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates",
+                               dict(precision=precision, reps=8, xla=True), env=dict(env)))
+    out.append(Measurement("matmul", "openvino", "matmul", "openvino_rates", dict(precision=precision, reps=8),
+                           skip=missing_package("openvino")))
+    train = dict(precision=precision, batch=8, seq=128, preset="albert_base_v2", **TRAIN_STEPS)
+    infer = dict(precision=precision, batch=32, seq=128, warmup=2, steps=10)
+    tune = dict(precision=precision, spm_path=spm_path, pool_file=pool_file, batch=TEXT_BATCH, shape="base",
+                feed="fit", order=common.GROUPED, **FINETUNE_STEPS)
+    for onednn in (NO_ONEDNN, ONEDNN):
+        for xla in (False, True):
+            out.append(Measurement("train", "albert-tf step", "ours", "train_step", dict(train, xla=xla),
+                                   env=dict(onednn)))
+            out.append(Measurement("infer", OURS, "ours", "infer", dict(infer, xla=xla), env=dict(onednn)))
+            out.append(Measurement("infer", FROZEN, "ours", "infer", dict(infer, xla=False, frozen=True),
+                                   env=dict(onednn, **(XLA_AUTO_JIT if xla else {}))))
+        out.append(Measurement("finetune", "albert-tf fit", "finetune", "ours", dict(tune), env=dict(onednn)))
+    for m in out:
+        if lever(m):
+            m.system = f"{m.system} ({lever(m)})"
+    return out
+
+
+def lever_pairs(rows: Sequence[Measurement]) -> List[tuple]:
+    """(row with a lever, the same system's default row) within one table: what each lever gains."""
+    base = {(m.group, table(m), m.system.rsplit(" (", 1)[0]): m for m in rows if lever(m) == "default"}
+    return [(m, base[(m.group, table(m), m.system.rsplit(" (", 1)[0])]) for m in rows
+            if lever(m) not in ("", "default") and (m.group, table(m), m.system.rsplit(" (", 1)[0]) in base]
 
 
 def tiny(m: Measurement) -> Measurement:

@@ -12,6 +12,7 @@ import math
 import statistics
 from typing import Dict, List, Optional, Sequence
 
+from bench import peak as hardware
 from bench import plan as P
 from bench import stats
 from bench.plan import Measurement
@@ -32,6 +33,10 @@ def _setting(m: Measurement) -> str:
         parts.append("XLA" if m.kwargs["xla"] else "no XLA")
     if m.kwargs.get("hint"):
         parts.append(str(m.kwargs["hint"]))
+    if "TF_XLA_FLAGS" in m.env:
+        parts.append("XLA auto-clustering")
+    if "TF_ENABLE_ONEDNN_OPTS" in m.env:
+        parts.append("oneDNN " + ("on" if m.env["TF_ENABLE_ONEDNN_OPTS"] == "1" else "off"))
     return ", ".join(parts)
 
 
@@ -56,29 +61,41 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List
 
 def ratio_table(rows: Sequence[Measurement], field: str = "per_s", what: str = "") -> List[str]:
     """One line per (ours, peer) pair of `plan.pairs`: the paired ratio and its reading."""
-    pairs = [(a, b, stats.paired(a, b, field)) for a, b in P.pairs(rows)]
+    levers = P.lever_pairs(rows)
+    pairs = [(a, b, stats.paired(a, b, field)) for a, b in P.pairs(rows) + levers]
     pairs = [(a, b, r) for a, b, r in pairs if r.values]
     if not pairs:
         return []
     lines = [f"Ratios{what}: ours / peer in each repetition, median (min-max); \"level\" when the range "
-             "includes 1.0.", "", "| ours | peer | ours / peer | repetitions | reading |", "|---|---|---|---|---|"]
+             "includes 1.0." + (" For a lever: the row with it / the same system with none (\"ahead\": the lever "
+                                "gains)." if levers else ""),
+             "", "| ours | peer | ours / peer | repetitions | reading |", "|---|---|---|---|---|"]
     for a, b, r in pairs:
         reading = {"ahead": "ours ahead", "behind": "ours behind"}.get(r.verdict, r.verdict)
+        if P.unlike_work(a, b):
+            reading += f"; NOT the same work: {P.unlike_work(a, b)}"
         lines.append(f"| {a.system} ({P.runtime(a)}, {_setting(a)}) | {b.system} ({P.runtime(b)}, {_setting(b)}) "
                      f"| {r.text()} | {r.n} | {reading} |")
     return lines + [""]
 
 
-def throughput_table(rows: Sequence[Measurement], flops_fn, limits, unit: str, reps: int) -> List[str]:
+def _percent(r: stats.Ratio) -> str:
+    return f"{100 * r.median:.0f}% ({100 * r.low:.0f}-{100 * r.high:.0f}%)" if r.values else "n/a"
+
+
+def throughput_table(rows: Sequence[Measurement], flops_fn, limits, unit: str, reps: int,
+                     peaks: Dict[str, hardware.Peak]) -> List[str]:
+    """Rows with MFU against the hardware peak and, beside it, the share of the GEMM probe."""
     cells = []
     for m in rows:
-        mfu = stats.mfu(m, flops_fn, limits)
-        mfu_text = (f"{100 * mfu.median:.0f}% ({100 * mfu.low:.0f}-{100 * mfu.high:.0f}%)" if mfu.values
-                    else "n/a")
+        to_peak = stats.mfu(m, flops_fn, hardware.constant_limit(peaks[m.precision].gflops, m)
+                            if m.precision in peaks else {})
         cells.append([m.system, P.runtime(m), _setting(m), str(m.kwargs["batch"]), str(m.kwargs["seq"]),
-                      _fmt(m.median()), _repetitions(m, reps), mfu_text, _fmt(m.maximum("peak_rss_mb"), 0)])
+                      _fmt(m.median()), _repetitions(m, reps), _percent(to_peak),
+                      _percent(stats.mfu(m, flops_fn, limits)), _fmt(m.maximum("peak_rss_mb"), 0)])
     return markdown_table(["system", "runtime", "setting", "batch", "length", f"{unit} (median)", "per repetition",
-                           "MFU (median, min-max)", "peak RSS MB"], cells) + [""]
+                           "MFU of hardware peak (median, min-max)", "share of GEMM probe (median, min-max)",
+                           "peak RSS MB"], cells) + [""]
 
 
 def _by_table(rows: Sequence[Measurement]) -> Dict[str, List[Measurement]]:
@@ -93,9 +110,13 @@ RULES = ("Statistics: every figure is a fresh process; repetitions are interleav
          "again); a row shows the median over its repetitions and every repetition's value. No outlier rule: no "
          "repetition is dropped, for any row. Ratios are paired: ours / peer within each repetition where both "
          "ran, then the median of those, with their minimum and maximum; a ratio whose range includes 1.0 is "
-         f"\"level\", one with fewer than {stats.MIN_PAIRED} paired repetitions makes no claim. MFU: in each "
-         "repetition, model FLOPs per second over that repetition's matmul limit (the best median-call rate of "
-         "TensorFlow's and OpenVINO's matmuls in the same precision); the median of those, with their range.")
+         f"\"level\", one with fewer than {stats.MIN_PAIRED} paired repetitions makes no claim. The ranges are "
+         "within this run: between runs, ratios have moved by more than them, so a claim rests on several runs "
+         "(docs/benchmarks.md). MFU: in each repetition, model FLOPs per second over the CPU's hardware peak "
+         "(cores x clock x FLOP per cycle for the precision, `bench.peak`; n/a for runs that did not record the "
+         "clock); the median of those, with their range. Beside it, the share of the GEMM probe: the same over "
+         "the best median-call rate of TensorFlow's and OpenVINO's matmuls in that repetition and precision, a "
+         "measured rate that good kernels reach or pass, not a limit.")
 
 
 def header_lines(header: Dict[str, object], measurements: Sequence[Measurement]) -> List[str]:
@@ -111,9 +132,8 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
     lines += [f"Command: `{header['command']}` ({header['date']}, {header['minutes']:.0f} minutes"
               + (f"; {expected:.0f} expected" if expected else "") + f"). Plan: {header.get('plan', 'not recorded')}"
               f", {header['reps']} repetitions.", "",
-              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. 1-minute load average {header['load_start']:.2f} at "
-              f"the start, {header['load_end']:.2f} at the end, {header.get('load_max', header['load_end']):.2f} at "
-              f"most (above the {cpu['cores']} cores, other jobs were running)." + load_warning(header), "",
+              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header) + load_warning(header)
+              + host_line(measurements), ""] + provenance_lines(header) + hardware.peak_lines(header) + [
               threads_line(header, measurements), "",
               "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".", "", RULES, "",
               f"Model: ALBERT-base (H 768, E 128, 12 layers), random weights; training on "
@@ -123,9 +143,52 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
               "ONNX Runtime run Hugging Face's AlbertModel exported to ONNX; "
               f"{P.OURS_OPENVINO} is our encoder written by `albert-export --format=openvino`, run by OpenVINO "
               "with the same settings. Every table compares systems doing the same work (the same batches, "
-              "padding or sorting, precision, threads); ratios pair every row of ours with every peer row of the "
-              "same table and precision.", ""]
+              "padding or sorting, precision, threads)" + unlike_note(measurements) + "; ratios pair every row of "
+              "ours with every peer row of the same table and precision.", ""]
     return lines
+
+
+def unlike_note(measurements: Sequence[Measurement]) -> str:
+    """The exceptions to "the same work" in this run, each table once."""
+    found = sorted({f"{P.table(b)}: {P.unlike_work(a, b)}" for a, b in P.pairs(measurements) if P.unlike_work(a, b)})
+    if not found:
+        return ""
+    return (", EXCEPT where a row pads otherwise (" + "; ".join(found) + "): not the same work, and the ratios "
+            "against such a row say so")
+
+
+def load_line(header: Dict[str, object]) -> str:
+    """The 1-minute load average at the start, the end and at most; "above the cores" only when it was."""
+    cores = header["cpu"]["cores"]
+    most = header.get("load_max", header["load_end"])
+    where = (f"above the {cores} cores: other jobs were running" if most > cores
+             else f"within the {cores} cores, the benchmark's own threads included")
+    return (f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end, "
+            f"{most:.2f} at most ({where}).")
+
+
+def host_line(measurements: Sequence[Measurement]) -> str:
+    """The machine's busy and stolen shares during the measurements (/proc/stat; runs since issue 33)."""
+    busy = [r["host_busy"] for m in measurements for r in m.runs if "host_busy" in r]
+    if not busy:
+        return ""
+    steal = [r.get("host_steal", 0.0) for m in measurements for r in m.runs if "host_busy" in r]
+    return (f" While the measurements ran (/proc/stat, all cores): busy {100 * statistics.median(busy):.0f}% "
+            f"(median over measurements; {100 * max(busy):.0f}% at most), stolen by the hypervisor "
+            f"{100 * max(steal):.0f}% at most.")
+
+
+def provenance_lines(header: Dict[str, object]) -> List[str]:
+    """The code the run measured and the environment it ran in (runs since issue 33)."""
+    code = header.get("code")
+    if not code:
+        return ["Code: not recorded (runs before issue 33: no commit, no dirty flag, no per-call samples).", ""]
+    dirty = {True: "DIRTY: the work tree differed from it in " + ", ".join(code.get("changed", [])),
+             False: "clean work tree", None: "work tree state unknown"}[code.get("dirty")]
+    env = header.get("environment") or {}
+    return [f"Code: commit {code['commit']} ({dirty}). Environment: "
+            + (", ".join(f"{k}={v}" for k, v in sorted(env.items())) or "none of bench.run.ENVIRONMENT set")
+            + ". Every timed call's seconds are in the JSON (samples_s), beside each process's median.", ""]
 
 
 def load_warning(header: Dict[str, object]) -> str:
@@ -158,20 +221,21 @@ def matmul_section(rows: Sequence[Measurement]) -> List[str]:
         return []
     by_size = lambda shape: (-math.prod(map(int, shape.split("x"))), shape)  # noqa: E731
     shapes = sorted({s for row in rates.values() for s in row}, key=by_size)
-    lines = ["## Matmul limit (GFLOP/s, median call; median over repetitions)", "",
+    lines = ["## GEMM probe (GFLOP/s, median call; median over repetitions)", "",
              "| framework (kernel) | precision | " + " | ".join(shapes) + " |", "|---|---|" + "---|" * len(shapes)]
     for (name, precision), row in rates.items():
         lines.append(f"| {name} | {precision} | " + " | ".join(
             _fmt(statistics.median(row[s]), 0) if s in row else "n/a" for s in shapes) + " |")
     lines.append("")
     for precision, per_rep in sorted(stats.matmul_limits(rows).items()):
-        lines.append(f"Limit per repetition, {precision}: " + ", ".join(
+        lines.append(f"GEMM probe per repetition, {precision}: " + ", ".join(
             f"{per_rep[r]:.0f}" for r in sorted(per_rep)) + " GFLOP/s (the best of TensorFlow's and OpenVINO's "
-            "kernels and shapes in that repetition; each row's MFU divides by its own repetition's).")
+            "kernels and shapes in that repetition; each row's share of the GEMM probe divides by its own "
+            "repetition's).")
     return lines + [""]
 
 
-def train_section(rows: Sequence[Measurement], limits, reps: int) -> List[str]:
+def train_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str, hardware.Peak]) -> List[str]:
     if not rows:
         return []
     lines = ["## Training throughput (sequences/s)", "",
@@ -181,28 +245,23 @@ def train_section(rows: Sequence[Measurement], limits, reps: int) -> List[str]:
              f"then `model.predictions` on the gathered positions, `hf.masked_pretraining_loss`). {P.HF_COMPILED}: "
              f"that loss through `torch.compile`. {P.TRAIN_STEPS['steps']} timed steps after "
              f"{P.TRAIN_STEPS['warmup']} untimed ones; the median step.", ""]
-    flops = lambda m: common.training_flops(_shape(m), int(m.kwargs["seq"]), 20)  # noqa: E731
+    flops = hardware.row_flops(rows[0])
     for name, part in _by_table(rows).items():
-        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps)
+        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
     return lines
 
 
-def _shape(m: Measurement) -> Dict[str, int]:
-    preset = m.kwargs.get("preset") or m.kwargs.get("shape") or "base"
-    return common.model_shape(str(preset))
-
-
-def infer_section(rows: Sequence[Measurement], limits, reps: int) -> List[str]:
+def infer_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str, hardware.Peak]) -> List[str]:
     if not rows:
         return []
     lines = ["## Encoder inference (sequences/s, full-length batches)", "",
              "The same synthetic full-length batch for every system; both outputs computed. OpenVINO: "
              "INFERENCE_PRECISION_HINT and the PERFORMANCE_HINT shown; ONNX Runtime: default session options "
              "(threads set), float32 and int8 (dynamic quantization: no MFU).", ""]
-    flops = lambda m: common.forward_flops(_shape(m), int(m.kwargs["seq"]), None)  # noqa: E731
+    flops = hardware.row_flops(rows[0])
     for name, part in _by_table(rows).items():
-        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps)
+        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
     return lines + check_lines(rows)
 
@@ -275,7 +334,8 @@ def finetune_section(rows: Sequence[Measurement], reps: int) -> List[str]:
         return []
     kw = rows[0].kwargs
     lines = [f"## Fine-tuning on real text (2-label sentence classifier, batch {kw['batch']}, training examples/s)",
-             "", f"ALBERT-{kw.get('shape', 'base')} shape, random weights, mixed bfloat16, random labels; batches "
+             "", f"ALBERT-{kw.get('shape', 'base')} shape, random weights, "
+             + ("mixed bfloat16" if kw["precision"] == "bfloat16" else kw["precision"]) + ", random labels; batches "
              f"from the raw-text pool, {kw['warmup']} untimed then {kw['steps']} timed as one pass, the same batches "
              "for every system in a table. Ours: `AlbertClassifier` (in-graph preprocessor) + "
              "`albert_tf.optimizers.adamw`, `fit`; keras-hub: `AlbertTextClassifier`, its preprocessor in the "
@@ -308,7 +368,7 @@ def large_section(rows: Sequence[Measurement], reps: int) -> List[str]:
     for m in rows:
         lines.append(f"| {m.system} | {m.precision} | {m.kwargs['batch']} | "
                      f"{_fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
-                     f"{common.training_flops(_shape(m), 128, 20) / 1e9:.0f} G | {_fmt(m.median())} | "
+                     f"{common.training_flops(hardware.row_shape(m), 128, 20) / 1e9:.0f} G | {_fmt(m.median())} | "
                      f"{_repetitions(m, reps)} | {_fmt(m.median('step_s'))} | {_fmt(m.median('optimizer_s'))} | "
                      f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
     lines.append("")
@@ -386,8 +446,8 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
     group = lambda name: [m for m in measurements if m.group == name]  # noqa: E731
     lines = header_lines(header, measurements)
     lines += matmul_section(group("matmul"))
-    lines += train_section(group("train"), limits, reps)
-    lines += infer_section(group("infer"), limits, reps)
+    lines += train_section(group("train"), limits, reps, hardware.peaks(header))
+    lines += infer_section(group("infer"), limits, reps, hardware.peaks(header))
     lines += text_section(group("text"), reps)
     lines += finetune_section(group("finetune"), reps)
     lines += large_section(group("large"), reps)

@@ -16,6 +16,7 @@ and .md (rendered from the JSON alone, `bench.report`), where <cpu-kind> comes f
 
     python -m bench.run                      # the default plan, 5 repetitions (about 70 minutes on 2 cores)
     python -m bench.run --plan smoke --reps 1
+    python -m bench.run --plan levers        # XLA, oneDNN, both against neither (bench/results/<kind>-levers.md)
     python -m bench.run --render_only bench/results/amx.json
 """
 
@@ -42,6 +43,9 @@ from bench.worker import RESULT_PREFIX
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_DIR = os.path.dirname(BENCH_DIR)
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
+# The environment variables that change what TensorFlow and the peers run, recorded with every run.
+ENVIRONMENT = ("TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "OMP_NUM_THREADS", "KMP_AFFINITY", "ONEDNN_MAX_CPU_ISA",
+               "DNNL_MAX_CPU_ISA", "CUDA_VISIBLE_DEVICES")
 
 
 # ---------------------------------------------------------------- running
@@ -50,6 +54,8 @@ def run_one(m: Measurement, timeout: float, python: str, rep: int = 0, n_threads
     an error ("rep N: why") to m."""
     env = dict(os.environ, PYTHONPATH=REPO_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
                **threads.environment(n_threads or os.cpu_count() or 1))
+    env.update(m.env)
+    before = cpu_times()
     try:
         proc = subprocess.run([python, "-m", "bench.worker", m.spec()], cwd=REPO_DIR, env=env,
                               capture_output=True, text=True, timeout=timeout)
@@ -61,7 +67,34 @@ def run_one(m: Measurement, timeout: float, python: str, rep: int = 0, n_threads
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         m.errors.append(f"rep {rep + 1}: exit {proc.returncode}: {tail[0][:300]}")
         return
-    m.runs.append(dict(json.loads(lines[-1][len(RESULT_PREFIX):]), rep=rep))
+    m.runs.append(dict(json.loads(lines[-1][len(RESULT_PREFIX):]), rep=rep, **machine_share(before, cpu_times())))
+
+
+def cpu_times() -> List[int]:
+    """The machine's CPU time counters (/proc/stat's "cpu" line: user nice system idle iowait irq softirq
+    steal ...), [] where there is none."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as f:
+            return [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
+def machine_share(before: Sequence[int], after: Sequence[int]) -> Dict[str, float]:
+    """While a measurement ran: the share of all cores' time that was busy (any process, the measurement's
+    own included) and the share the hypervisor took (steal), from two `cpu_times` readings.
+
+    >>> machine_share([100, 0, 0, 900, 0, 0, 0, 0], [250, 0, 50, 1000, 0, 0, 0, 100])
+    {'host_busy': 0.5, 'host_steal': 0.25}
+    """
+    if len(before) < 8 or len(after) < 8:
+        return {}
+    delta = [b - a for a, b in zip(before[:8], after[:8])]
+    total = sum(delta)
+    if total <= 0:
+        return {}
+    idle = delta[3] + delta[4]
+    return {"host_busy": (total - idle - delta[7]) / total, "host_steal": delta[7] / total}
 
 
 def run_all(measurements: List[Measurement], reps: int, timeout: float, python: str, log=print,
@@ -95,10 +128,25 @@ def run_all(measurements: List[Measurement], reps: int, timeout: float, python: 
 
 
 # ---------------------------------------------------------------- saving
+def code_version(repo: str = REPO_DIR) -> Dict[str, object]:
+    """The git commit the run measured and whether the work tree differed from it (dirty: the changed paths,
+    the first 20, run files left out since a run writes its own)."""
+    def git(*args):
+        return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, timeout=60).stdout
+
+    try:
+        commit = git("rev-parse", "HEAD").strip()
+        changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=no").splitlines()
+                   if not line[3:].startswith("bench/results/")]
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": None, "changed": []}
+    return {"commit": commit or "unknown", "dirty": bool(changed) if commit else None, "changed": changed[:20]}
+
+
 def versions() -> Dict[str, str]:
     out = {"python": sys.version.split()[0]}
-    for name in ("tensorflow", "tensorflow-text", "keras", "keras-hub", "torch", "transformers", "openvino",
-                 "openvino-tokenizers", "onnxruntime", "onnx"):
+    for name in ("tensorflow", "tensorflow-text", "keras", "keras-hub", "numpy", "torch", "transformers",
+                 "openvino", "openvino-tokenizers", "onnxruntime", "onnx"):
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -145,7 +193,10 @@ def text_files(cache_dir: str):
 
 
 def default_output(plan_name: str, only: str, cache_dir: str, kind: str) -> str:
-    """bench/results/<kind>.md for a whole default or full plan; the cache folder for smoke or --only runs."""
+    """bench/results/<kind>.md for a whole default or full plan (<kind>-levers.md for the levers plan); the
+    cache folder for smoke or --only runs."""
+    if plan_name == "levers" and not only:
+        return os.path.join(RESULTS_DIR, f"{kind}-levers.md")
     if plan_name == "smoke" or only:
         return os.path.join(cache_dir, f"{kind}-{plan_name}{'-' + only.replace(',', '-') if only else ''}.md")
     return os.path.join(RESULTS_DIR, f"{kind}.md")
@@ -190,6 +241,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     reps = args.reps or (1 if args.plan == "smoke" else P.DEFAULT_REPS)
     spm_path, pool_file = ("sp.model", "pool.json") if args.dry_run else text_files(args.cache_dir)
     groups = set(filter(None, args.only.split(",")))
+    if groups:
+        groups.add("matmul")  # the GEMM probe in every rerun: a control of the machine's state, and its MFU
     measurements = [m for m in P.plan(args.plan, spm_path, pool_file) if not groups or m.group in groups]
     expected = P.expected_minutes(measurements, reps)
     print(f"Plan {args.plan}: {len(measurements)} measurements x {reps} repetitions, about {expected:.0f} minutes "
@@ -205,6 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     header = dict(command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plan=args.plan,
                   reps=reps, threads=args.threads, cpu=cpu, cpu_kind=common.cpu_kind(cpu), versions=versions(),
+                  code=code_version(), environment={k: os.environ[k] for k in ENVIRONMENT if k in os.environ},
                   expected_minutes=expected, load_start=loads[0], stopped="")
 
     def save():

@@ -114,7 +114,8 @@ def matmul_rates(rows: Sequence[Measurement]) -> Dict[tuple, Dict[str, List[floa
             for key, value in run.items():
                 if _is_rate(key, value):
                     kernel, _, shape = key.partition(" ")
-                    out.setdefault((f"{m.system} ({kernel})", m.precision), {}).setdefault(shape, []).append(
+                    env = "".join(f", {k}={v}" for k, v in sorted(m.env.items()))
+                    out.setdefault((f"{m.system} ({kernel}{env})", m.precision), {}).setdefault(shape, []).append(
                         float(value))
     return out
 

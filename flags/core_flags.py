@@ -58,6 +58,15 @@ def define_model_flags() -> None:
             "beside --init_checkpoint.")
 
 
+def define_vocabulary_check_flags() -> None:
+    """--allow_other_vocabulary (albert-pretrain, albert-finetune: albert_tf/vocabulary_check.py)."""
+    _define(flags.DEFINE_bool, "allow_other_vocabulary", False,
+            "Use a --spm_model_file other than the vocabulary the shards' manifest "
+            "records (albert-pretrain) or the one beside --init_checkpoint "
+            "(albert-finetune), with a WARNING; without it such a file is refused "
+            "in one line naming both.")
+
+
 def define_pretraining_data_flags() -> None:
     """Input flags of albert-pretrain (the original's names and defaults)."""
     _define(flags.DEFINE_string, "input_file", None,
@@ -225,6 +234,14 @@ def define_static_shape_flags() -> None:
             "multiple of this length (at most --max_seq_length).")
 
 
+def define_vocab_size_flag() -> None:
+    """--vocab_size (albert-pretrain)."""
+    _define(flags.DEFINE_integer, "vocab_size", None,
+            "The model's vocab_size instead of the --preset's or --albert_config_file's: the "
+            "piece count of --spm_model_file (albert-create-vocab logs it), e.g. when the text "
+            "makes fewer pieces than the config has. Default: the config's.")
+
+
 def define_warm_start_flags() -> None:
     """--allow_partial_init_checkpoint (albert-pretrain)."""
     _define(flags.DEFINE_bool, "allow_partial_init_checkpoint", False,
@@ -237,6 +254,8 @@ def define_warm_start_flags() -> None:
 def define_all_pretraining_flags() -> None:
     """Every group albert-pretrain uses."""
     define_model_flags()
+    define_vocabulary_check_flags()
+    define_vocab_size_flag()
     define_warm_start_flags()
     define_pretraining_data_flags()
     define_optimization_flags()

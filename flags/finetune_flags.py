@@ -23,10 +23,19 @@ from __future__ import annotations
 from absl import flags
 
 import flags.core_flags as albert_flags
+from albert_tf.finetune_defaults import BASE_DEFAULTS, SMALL_MODEL_DEFAULTS, SMALL_MODEL_MAX_HIDDEN_SIZE
 
 _define = albert_flags._define  # one definition per process, shared with the other groups
 
 MIXED_PRECISION_CHOICES = ("auto", "float32", "bfloat16", "float16")
+
+
+def _small(name: str) -> str:
+    """The help sentence of a flag whose default depends on the model's size (albert_tf/finetune_defaults.py)."""
+    return (f" Not given: {BASE_DEFAULTS[name]:g}" if isinstance(BASE_DEFAULTS[name], float) else
+            f" Not given: {BASE_DEFAULTS[name]}") + (
+        f", or {SMALL_MODEL_DEFAULTS[name]} for a model of hidden size <= {SMALL_MODEL_MAX_HIDDEN_SIZE} "
+        "(flags/recipes/small_finetune.cfg).")
 
 
 def define_task_flags() -> None:
@@ -59,9 +68,9 @@ def define_task_flags() -> None:
             "RACE: tokens kept from the end of question + option.")
     _define(flags.DEFINE_bool, "do_lower_case", True,
             "Lower-case text before SentencePiece (must match the vocabulary).")
-    _define(flags.DEFINE_enum, "pooling", "pooled", ["pooled", "mean"],
+    _define(flags.DEFINE_enum, "pooling", BASE_DEFAULTS["pooling"], ["pooled", "mean"],
             "Classification head input: pooled (the original: tanh dense "
-            "on [CLS]) or mean (masked mean of the sequence output).")
+            "on [CLS]) or mean (masked mean of the sequence output)." + _small("pooling"))
     _define(flags.DEFINE_bool, "length_buckets", True,
             "Classification: train on batches of sentences of similar length "
             "(shuffled, seeded, each example once per pass) so that little "
@@ -74,15 +83,15 @@ def define_finetune_run_flags() -> None:
             "Tokens per packed input ([CLS] A [SEP] B [SEP]). Default: 128, or the "
             "model's max_position_embeddings when smaller (evaluation only: the saved "
             "model's); a value above max_position_embeddings is refused.")
-    _define(flags.DEFINE_integer, "train_batch_size", 32,
-            "Global training batch (split over the replicas).")
+    _define(flags.DEFINE_integer, "train_batch_size", BASE_DEFAULTS["train_batch_size"],
+            "Global training batch (split over the replicas)." + _small("train_batch_size"))
     _define(flags.DEFINE_integer, "eval_batch_size", 64,
             "Global batch for evaluation and prediction.")
-    _define(flags.DEFINE_float, "learning_rate", 3e-5,
-            "Peak AdamW learning rate.")
-    _define(flags.DEFINE_float, "num_train_epochs", 3.0,
-            "Passes over the training data (fractions allowed).")
-    _define(flags.DEFINE_float, "warmup_proportion", 0.1,
+    _define(flags.DEFINE_float, "learning_rate", BASE_DEFAULTS["learning_rate"],
+            "Peak AdamW learning rate." + _small("learning_rate"))
+    _define(flags.DEFINE_float, "num_train_epochs", BASE_DEFAULTS["num_train_epochs"],
+            "Passes over the training data (fractions allowed)." + _small("num_train_epochs"))
+    _define(flags.DEFINE_float, "warmup_proportion", BASE_DEFAULTS["warmup_proportion"],
             "Share of the training steps with a linear warmup.")
     # The original run_classifier / run_race's names (run_glue.sh gives steps, not epochs).
     _define(flags.DEFINE_integer, "train_step", None,
@@ -94,7 +103,7 @@ def define_finetune_run_flags() -> None:
             "of L gets lr * decay**(L - l); the head gets lr. Off by default.")
     _define(flags.DEFINE_float, "weight_decay_rate", 0.01,
             "Decoupled weight decay (not on LayerNorm or biases).")
-    _define(flags.DEFINE_enum, "optimizer", "adamw", ["adamw", "adamw_original"],
+    _define(flags.DEFINE_enum, "optimizer", BASE_DEFAULTS["optimizer"], ["adamw", "adamw_original"],
             "adamw: AdamW with Adam's bias correction (as Hugging Face, "
             "keras-hub, Model Garden); adamw_original: the original ALBERT's "
             "AdamW (no bias correction: first steps ~3x the rate).")
@@ -120,6 +129,7 @@ def define_finetune_run_flags() -> None:
 def define_finetune_flags() -> None:
     """Every flag albert-finetune reads."""
     albert_flags.define_model_flags()
+    albert_flags.define_vocabulary_check_flags()
     albert_flags.define_distribution_flags()
     define_task_flags()
     define_finetune_run_flags()

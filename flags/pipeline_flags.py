@@ -34,6 +34,11 @@ def define_create_vocab_flags() -> None:
     flags.DEFINE_float("character_coverage", 0.99995, "SentencePiece character coverage.")
     flags.DEFINE_integer("random_seed", 12345, "Seed of SentencePiece's sampling.")
     flags.DEFINE_integer("num_threads", 2, "SentencePiece trainer threads.")
+    flags.DEFINE_bool("hard_vocab_limit", True,
+                      "Exactly --vocab_size pieces (the original's and SentencePiece's default; a model "
+                      "config's vocab_size must equal the count), else an error naming the most this text "
+                      "makes. --nohard_vocab_limit: at most --vocab_size (fewer on a small corpus; the "
+                      "count is logged; give it to albert-pretrain as --vocab_size).")
     flags.mark_flags_as_required(["input_file", "model_prefix"])
 
 
@@ -88,7 +93,8 @@ def define_create_pretraining_data_flags(flag_values: flags.FlagValues = flags.F
                       "manifest says which); without it such a rerun stops with an error. "
                       "Give it to every worker.", flag_values=fv)
     flags.DEFINE_enum("runner", None, list(BEAM_RUNNERS),
-                      "Run as an Apache Beam pipeline on this runner (pip install -e \".[beam]\"), "
+                      "Run as an Apache Beam pipeline on this runner (pip install -e '.[beam]', in an "
+                      "environment without [openvino] or [bench]), "
                       "with the same shards; Beam options follow a lone --, e.g. "
                       "-- --project=P --region=R --temp_location=gs://B/tmp. Not with "
                       "--num_workers / --shard_index (the runner splits the work).",

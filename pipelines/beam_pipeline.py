@@ -1,5 +1,6 @@
 """Pretraining data on Apache Beam: the shards of albert-create-pretraining-data on
-Dataflow, Flink, Spark or the DirectRunner (`pip install -e ".[beam]"`).
+Dataflow, Flink, Spark or the DirectRunner (`pip install -e '.[beam]'`; not in one
+environment with `[openvino]` or `[bench]`: see setup.py).
 
 The same bytes as the single-machine tool (`pipelines.create`), for the same
 inputs, seed, settings and `num_shards`, whatever the runner and the number of

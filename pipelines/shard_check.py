@@ -124,6 +124,28 @@ def _manifest_fault(folder: str, prefix: str, manifest: Optional[Dict[str, objec
     return path, ("missing" if not tf.io.gfile.exists(path) else "unreadable (cut, or not a JSON object)"), paths
 
 
+def manifest_groups(files: Sequence[str]) -> Tuple[Dict[Tuple[str, str], List[str]], List[str]]:
+    """The files grouped by the manifest that describes them: ({(folder, prefix): shard paths}, files whose
+    names are not shard names, so that no manifest describes them).
+
+    Args:
+        files: input files (expanded, no globs).
+
+    Example:
+    >>> manifest_groups(["d/p-00000-of-00002.tfrecord", "d/p-00001-of-00002.tfrecord", "d/x.tfrecord"])
+    ({('d', 'p'): ['d/p-00000-of-00002.tfrecord', 'd/p-00001-of-00002.tfrecord']}, ['d/x.tfrecord'])
+    """
+    groups: Dict[Tuple[str, str], List[str]] = {}
+    others: List[str] = []
+    for path in files:
+        match = _SHARD_NAME.match(os.path.basename(path))
+        if match is None:
+            others.append(path)
+        else:
+            groups.setdefault((os.path.dirname(path), match.group("prefix")), []).append(path)
+    return groups, others
+
+
 def check_shards(files: Sequence[str], mode: str = "size") -> ShardReport:
     """Checks `files` against the manifests beside them.
 
@@ -143,13 +165,8 @@ def check_shards(files: Sequence[str], mode: str = "size") -> ShardReport:
     if mode == "none":
         report.unverified = list(files)
         return report
-    groups: Dict[tuple, List[str]] = {}
-    for path in files:
-        match = _SHARD_NAME.match(os.path.basename(path))
-        if match is None:
-            report.unverified.append(path)
-        else:
-            groups.setdefault((os.path.dirname(path), match.group("prefix")), []).append(path)
+    groups, others = manifest_groups(files)
+    report.unverified.extend(others)
     for (folder, prefix), paths in sorted(groups.items()):
         manifest = shard_manifest.read_manifest(folder, prefix)
         entries = (manifest or {}).get(shard_manifest.SHARDS_KEY) or {}

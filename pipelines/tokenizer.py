@@ -44,6 +44,43 @@ _WHITESPACE_RE = (r"[\x{9}-\x{d}\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200
 NORMALIZATIONS = ("original", "xlnet")
 DEFAULT_NORMALIZATION = "original"
 
+# Where the in-graph `preprocess_text` and the original's Python code (`preprocess_text_py`: unicodedata and
+# str.lower) give different strings for a code point X (in "ka X lo"): the two sides use different Unicode versions.
+# Keyed by Python's `unicodedata.unidata_version`, then by cause; code point ranges, first and last included.
+# tests/contracts/test_unicode_versions.py computes the differences over every code point and compares them with
+# this list (and the BMP sweep of tests/contracts/test_unicode_sweep.py finds the BMP ones in the piece ids).
+UNICODE_VERSION_CAUSES = {
+    "lower": "do_lower_case only: tf.strings.lower (TensorFlow's ICU, Unicode 13) has no lower-case mapping for the "
+             "capital letters added in Unicode 14 (Glagolitic U+2C2F, Latin U+A7C0, U+A7D0, U+A7D6, U+A7D8, "
+             "Vithkuqi U+10570-U+10595); Python's str.lower has (unicodedata 14.0): the graph keeps them upper-case.",
+    "nfkd": "both modes: tensorflow-text's NFKD (its own ICU, Unicode 16) decomposes characters added in Unicode 15 "
+            "and 16 (Cyrillic superscripts U+1E030-U+1E06D, outlined letters U+1CCD6-U+1CCF9, Todhri, Tulu-Tigalari, "
+            "Gurung Khema, Kirat Rai), which Python 3.11's unicodedata (14.0) leaves as they are.",
+}
+UNICODE_VERSION_DIFFERENCES = {
+    "14.0.0": {
+        "lower": ((0x2C2F, 0x2C2F), (0xA7C0, 0xA7C0), (0xA7D0, 0xA7D0), (0xA7D6, 0xA7D6), (0xA7D8, 0xA7D8),
+                  (0x10570, 0x1057A), (0x1057C, 0x1058A), (0x1058C, 0x10592), (0x10594, 0x10595)),
+        "nfkd": ((0x105C9, 0x105C9), (0x105E4, 0x105E4), (0x11383, 0x11383), (0x11385, 0x11385),
+                 (0x1138E, 0x1138E), (0x11391, 0x11391), (0x113C5, 0x113C5), (0x113C7, 0x113C8),
+                 (0x16121, 0x16128), (0x16D68, 0x16D6A), (0x1CCD6, 0x1CCF9), (0x1E030, 0x1E06D)),
+    },
+}
+
+
+def unicode_version_differences(do_lower_case: bool) -> Optional[frozenset]:
+    """The code points of UNICODE_VERSION_DIFFERENCES for this Python's unicodedata (None: not listed for it).
+
+    Example:
+    >>> unicode_version_differences(True) >= {0x2C2F, 0x1E030} if unicodedata.unidata_version == "14.0.0" else True
+    True
+    """
+    listed = UNICODE_VERSION_DIFFERENCES.get(unicodedata.unidata_version)
+    if listed is None:
+        return None
+    causes = ("lower", "nfkd") if do_lower_case else ("nfkd",)
+    return frozenset(c for cause in causes for a, b in listed[cause] for c in range(a, b + 1))
+
 
 def check_normalization(normalization: str) -> str:
     """Returns `normalization` if it is one of NORMALIZATIONS, else raises ValueError naming it."""

@@ -24,6 +24,9 @@ _DATA = "tests/pipelines/test_create.py"
 _FINETUNE = "tests/albert_tf/test_finetune_binary.py"
 _EXPORT = "tests/albert_tf/test_export.py"
 _EXPORT_CONTRACT = "tests/contracts/test_exports.py::test_binary"
+# A model of the demo's config (its size, 64 positions), as `demo_output/model` is: README's command as written.
+_NEWCOMER = "tests/albert_tf/test_newcomer_finetune.py::test_readme_command_learns_on_a_demo_sized_model"
+_ONE_MACHINE = "tests/albert_tf/test_one_machine_pretraining.py::test_one_machine_sequence_through_the_installed_binaries"
 _SERVICE = "tests/albert_tf/test_data_service.py::test_albert_data_service_and_albert_pretrain"
 
 REGISTRY = {
@@ -31,18 +34,12 @@ REGISTRY = {
     "albert-demo --output_dir=demo_output": "tests/albert_tf/test_demo.py::test_demo_runs_every_stage_and_reruns",
     "albert-create-vocab --input_file='corpus/*.txt' --model_prefix=vocab/30k --vocab_size=30000":
         "tests/pipelines/test_create_vocab.py::test_create_vocab_binary",
-    "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/30k.model "
-    "--output_dir=data/train": f"{_DATA}::test_binary_end_to_end",
-    "albert-pretrain --flagfile=flags/recipes/albert_base_pretrain.cfg --input_file='data/train/*.tfrecord' "
-    "--spm_model_file=vocab/30k.model --output_dir=runs/base":
-        "tests/albert_tf/test_pretrain_binary.py::test_end_to_end_then_resume_with_more_steps",
     "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model --output_dir=runs/mytask "
-    "--do_train --do_eval": f"{_FINETUNE}::test_csv_sentence_pairs_with_string_labels",
+    "--do_train --do_eval": _NEWCOMER,
     "albert-export --checkpoint=runs/mytask --head=classifier --export_dir=exports/mytask": _EXPORT_CONTRACT,
     # docs/finetuning.md
     "albert-finetune --task=csv --data_dir=mytask --init_checkpoint=demo_output/model --output_dir=runs/mytask "
-    "--max_seq_length=64 --train_batch_size=32 --learning_rate=5e-4 --num_train_epochs=3 --do_train --do_eval "
-    "--do_predict": f"{_FINETUNE}::test_csv_sentence_pairs_with_string_labels",
+    "--do_train --do_eval --do_predict": _NEWCOMER,
     "albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 --init_checkpoint=runs/base --output_dir=runs/sst2 "
     "--max_seq_length=128 --train_batch_size=32 --learning_rate=3e-5 --num_train_epochs=3 --do_train --do_eval "
     "--do_predict": f"{_FINETUNE}::test_glue_sst2_from_a_pretrained_folder",
@@ -54,7 +51,13 @@ REGISTRY = {
     "--do_train --do_eval": "tests/albert_tf/test_model_folder.py::test_finetune_starts_from_the_folder_alone",
     "albert-convert --input=my_model --output_dir=my_model_hf --to=huggingface":
         "tests/albert_tf/test_hf_export.py::test_convert_binary_to_huggingface",
-    # docs/pretraining.md
+    # docs/pretraining.md: the one-machine sequence, read from the page and run by the installed binaries
+    "albert-create-vocab --input_file='corpus/*.txt' --model_prefix=vocab/8k --vocab_size=8000": _ONE_MACHINE,
+    "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/8k.model "
+    "--output_dir=data/small --max_seq_length=128 --max_predictions_per_seq=20 --dupe_factor=5": _ONE_MACHINE,
+    "albert-pretrain --flagfile=flags/recipes/small_pretrain.cfg --input_file='data/small/*.tfrecord' "
+    "--spm_model_file=vocab/8k.model --output_dir=runs/small": _ONE_MACHINE,
+    # docs/pretraining.md: the paper's recipe
     "albert-create-pretraining-data --input_file='corpus/*.txt' --spm_model_file=vocab/30k.model "
     "--output_dir=data/train --max_seq_length=512 --max_predictions_per_seq=20 --dupe_factor=40 --num_shards=256":
         f"{_DATA}::test_binary_end_to_end",
@@ -92,9 +95,14 @@ REGISTRY = {
 }
 
 _SERVER = "a model server in Docker, which the test machines do not run; the same requests are run in-process"
+_DOWNLOAD = ("a download of released weights; nothing is downloaded in tests, which build both folders' layouts "
+             "from the golden fixtures: tests/albert_tf/test_model_folder.py")
 NOT_RUN = {
     "python3 -m venv .venv && . .venv/bin/activate && pip install -e .":
         "the installation itself; .ci/run installs the same package into .venv",
+    "curl -LO https://storage.googleapis.com/albert_models/albert_base_v2.tar.gz": _DOWNLOAD,
+    "tar xzf albert_base_v2.tar.gz && mv albert_base albert_base_v2": _DOWNLOAD,
+    "hf download albert/albert-base-v2 --local-dir albert-base-v2": _DOWNLOAD,
     "bash .ci/run": "CI's entry point: it runs the whole suite, this test among it",
     "python -m pytest -q tests": "the whole suite, this test among it",
     "python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder tests": "the whole suite on both cores, as "
@@ -116,6 +124,12 @@ NOT_RUN = {
     "--spark_master_url=spark://HOST:7077 --environment_type=DOCKER": "a Spark cluster; see the DirectRunner tests",
     "python -m bench.run": "the benchmark suite itself (about 70 minutes); its plans, statistics and tables are "
                            "tested in tests/bench/",
+    "python -m bench.run --plan levers --reps 5": "the levers plan on a quiet AVX2 machine (hours); the plan, its "
+                                                  "lever pairs and their tables are tested in tests/bench/"
+                                                  "test_bench_run.py::test_levers_plan_pulls_each_lever_against_the_"
+                                                  "default_in_float32",
+    "python -m bench.run --plan levers --reps 5 --output bench/results/avx2-levers-2.md":
+        "the second levers run on a quiet AVX2 machine; see the first",
     "bash bench/studies/device_check.sh device_check_output": "a machine with NVIDIA GPUs; its CPU fallback's run "
                                                               "is bench/results/device_check_cpu.md",
 }

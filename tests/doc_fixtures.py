@@ -7,7 +7,7 @@ make in the block's code before it runs (e.g. a server's port); each replaced te
 Example:
 
 >>> sorted(FIXTURES)
-['checkpoints', 'demo_model', 'grpc_server']
+['checkpoints', 'demo_model', 'grpc_server', 'released_folders']
 """
 
 from __future__ import annotations
@@ -31,12 +31,15 @@ def _spm(folder: str) -> str:
 
 @contextlib.contextmanager
 def demo_model(folder: str) -> Iterator[Dict[str, str]]:
-    """`demo_output/model`: what albert-demo leaves there (a tiny pretrained model and its spm.model)."""
+    """`demo_output/model`: what albert-demo leaves there, a model of the demo's config (its size and 64 positions;
+    random weights, the tiny test vocabulary) and its spm.model."""
     import albert_tf
+    from albert_tf.demo.pretraining import demo_config
+    from tests.albert_tf.task_testlib import SPM_VOCAB_SIZE
 
     spm = _spm(folder)
-    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(tiny_config()), os.path.join(folder, "demo_output", "model"),
-                              spm_model_file=spm)
+    albert_tf.save_pretrained(albert_tf.AlbertPretrainer(demo_config(SPM_VOCAB_SIZE, 64)),
+                              os.path.join(folder, "demo_output", "model"), spm_model_file=spm)
     yield {}
 
 
@@ -57,6 +60,28 @@ def checkpoints(folder: str) -> Iterator[Dict[str, str]]:
     for name in ("config.json", "model.safetensors"):
         shutil.copy(os.path.join(hf, name), os.path.join(folder, "albert-base-v2-hf"))
     shutil.copy(_spm(folder), os.path.join(folder, "30k-clean.model"))
+    yield {}
+
+
+@contextlib.contextmanager
+def released_folders(folder: str) -> Iterator[Dict[str, str]]:
+    """`albert_base_v2/` as the release tarball unpacks (`albert_config.json`, `30k-clean.model`, `model.ckpt-best.*`,
+    no `checkpoint` file) and `albert-base-v2/` as a Hugging Face folder (`config.json`, `model.safetensors`,
+    `spiece.model`): the golden fixtures' tiny models (vocab 50) under the names the releases use."""
+    os.makedirs(os.path.join(folder, "spm50"))
+    spm = train_tiny_spm(os.path.join(folder, "spm50"), vocab_size=50)
+    released, hugging_face = os.path.join(folder, "albert_base_v2"), os.path.join(folder, "albert-base-v2")
+    original = os.path.join(FIXTURE_DIR, "original_albert", "g1_i1")
+    os.makedirs(released)
+    shutil.copy(os.path.join(original, "albert_config.json"), released)
+    for suffix in (".index", ".data-00000-of-00001"):
+        shutil.copy(os.path.join(original, "model.ckpt" + suffix), os.path.join(released, "model.ckpt-best" + suffix))
+    shutil.copy(spm, os.path.join(released, "30k-clean.model"))
+    hf = os.path.join(FIXTURE_DIR, "hf_albert", "gelu_new_g1_i1")
+    os.makedirs(hugging_face)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(os.path.join(hf, name), hugging_face)
+    shutil.copy(spm, os.path.join(hugging_face, "spiece.model"))
     yield {}
 
 
@@ -115,4 +140,5 @@ def grpc_server(folder: str) -> Iterator[Dict[str, str]]:
         predictor.served
 
 
-FIXTURES = {"demo_model": demo_model, "checkpoints": checkpoints, "grpc_server": grpc_server}
+FIXTURES = {"demo_model": demo_model, "checkpoints": checkpoints, "grpc_server": grpc_server,
+            "released_folders": released_folders}

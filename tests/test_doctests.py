@@ -22,7 +22,7 @@ PACKAGES = ("albert_tf", "pipelines", "flags")
 # Binaries define absl flags (some at import); their behaviour is tested by
 # running them (tests/albert_tf/test_binaries.py and the binaries' tests).
 EXCLUDED_PREFIXES = ("albert_tf.bin.", "pipelines.bin.")
-INCLUDED_ANYWAY = ("albert_tf.bin.common", "albert_tf.bin.faults")
+INCLUDED_ANYWAY = ("albert_tf.bin.common", "albert_tf.bin.faults", "albert_tf.bin.plan", "pipelines.bin.create_vocab")
 OPTIONFLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 # Modules of an optional extra: skipped when it is not installed.
 OPTIONAL_IMPORTS = {"pipelines.beam_pipeline": "apache_beam"}

@@ -77,7 +77,9 @@ def _exporter():
         import openvino  # noqa: F401
         import openvino_tokenizers  # noqa: F401
     except ImportError as e:
-        raise ImportError(f"--format=openvino needs the [openvino] extra (pip install 'albert-tf[openvino]'): {e}")
+        raise ValueError(f"--format=openvino needs the [openvino] extra: pip install -e '.[openvino]' in the "
+                         "checkout, in an environment without [beam] (Beam's protobuf cap breaks the "
+                         f"tokenizer conversion the export uses; setup.py) ({e}).") from None
     return export_openvino
 
 

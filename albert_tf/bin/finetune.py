@@ -10,9 +10,16 @@ albert-pretrain output folder, a released google-research folder or its
 model.ckpt-* prefix, a Hugging Face folder); its SentencePiece model is found
 beside it (spm.model, 30k-clean.model, spiece.model, else the only *.model
 file: albert_tf/model_folder.py) or given with --spm_model_file.
+An explicit --spm_model_file other than the vocabulary beside --init_checkpoint
+is refused in one line naming both (--allow_other_vocabulary: a WARNING).
 --albert_config_file instead trains from random weights. Without
 --max_seq_length the length is 128, or the model's max_position_embeddings
 when smaller (the demo's model: 64); a larger value is refused in one line.
+Without --learning_rate, --pooling, --train_batch_size, --num_train_epochs
+(and --optimizer, --warmup_proportion) the values are ALBERT-base's (3e-5,
+pooled, 32, 3), or for a model of hidden size <= 256 those of
+flags/recipes/small_finetune.cfg (5e-4, mean, 16, 5), said in one log line
+(albert_tf/finetune_defaults.py); a flag given always wins.
 
 Tasks: glue/{cola,sst-2,mrpc,sts-b,qqp,mnli,mnli-mm,qnli,rte,wnli} (the GLUE
 TSV layout), csv (data_dir/train.csv, dev.csv[, test.csv] with a header row;
@@ -57,24 +64,39 @@ def options_from_flags(flag_values=FLAGS):
     # Not given: None, resolved from the model (runner.resolve_max_seq_length). `present`, not the value:
     # albert-pretrain and albert-export define the same flag with other defaults in a shared process.
     max_seq_length = f.max_seq_length if f["max_seq_length"].present else None
+    defaulted, given = given_or_default(f)
     task_options = TaskOptions(
         max_seq_length=max_seq_length, do_lower_case=f.do_lower_case, spm_model_file=f.spm_model_file,
         text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
         regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length,
-        length_buckets=f.length_buckets, pooling=f.pooling, static_shapes=f.static_shapes,
+        length_buckets=f.length_buckets, pooling=given["pooling"], static_shapes=f.static_shapes,
         static_length_step=f.static_length_step)
     return FinetuneOptions(
         task=f.task, data_dir=f.data_dir, output_dir=f.output_dir, init_checkpoint=f.init_checkpoint,
         albert_config_file=f.albert_config_file, task_options=task_options,
-        train_batch_size=f.train_batch_size, eval_batch_size=f.eval_batch_size,
-        learning_rate=f.learning_rate, num_train_epochs=f.num_train_epochs,
-        warmup_proportion=f.warmup_proportion, train_step=f.train_step, warmup_step=f.warmup_step,
+        train_batch_size=given["train_batch_size"], eval_batch_size=f.eval_batch_size,
+        learning_rate=given["learning_rate"], num_train_epochs=given["num_train_epochs"],
+        warmup_proportion=given["warmup_proportion"], train_step=f.train_step, warmup_step=f.warmup_step,
         weight_decay_rate=f.weight_decay_rate,
-        layerwise_lr_decay=f.layerwise_lr_decay, optimizer=f.optimizer, adam_epsilon=f.adam_epsilon, steps_per_epoch=f.steps_per_epoch,
+        layerwise_lr_decay=f.layerwise_lr_decay, optimizer=given["optimizer"], adam_epsilon=f.adam_epsilon,
+        steps_per_epoch=f.steps_per_epoch,
         strategy=f.strategy, tpu=f.tpu, num_gpus=f.num_gpus, mixed_precision=f.mixed_precision, jit_compile=f.jit_compile, do_train=f.do_train,
         do_eval=f.do_eval, do_predict=f.do_predict, seed=f.seed, log_steps=f.log_steps,
-        save_checkpoints_steps=f.save_checkpoints_steps, on_nonfinite=f.on_nonfinite)
+        save_checkpoints_steps=f.save_checkpoints_steps, on_nonfinite=f.on_nonfinite, defaulted=defaulted,
+        allow_other_vocabulary=f.allow_other_vocabulary)
+
+
+def given_or_default(flag_values=FLAGS):
+    """(names not given, name -> value) of the settings whose default depends on the model's size
+    (`albert_tf.finetune_defaults.SIZE_DEPENDENT`): a flag not on the command line has ALBERT-base's
+    default here, which the runner replaces for a small model. `present`, not the flag's value:
+    albert-pretrain defines some of the same flags with other defaults in a shared process."""
+    from albert_tf.finetune_defaults import BASE_DEFAULTS, SIZE_DEPENDENT
+
+    defaulted = tuple(name for name in SIZE_DEPENDENT if not flag_values[name].present)
+    return defaulted, {name: BASE_DEFAULTS[name] if name in defaulted else flag_values[name].value
+                       for name in SIZE_DEPENDENT}
 
 
 def main(argv) -> None:

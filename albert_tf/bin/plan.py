@@ -10,7 +10,8 @@ gradient_accumulation_steps); whether that fits the device's memory less
 --headroom; the largest micro-batch that fits and the smallest
 --gradient_accumulation_steps that fits; the model FLOPs of one optimizer step
 and its time at --peak_fraction of the device's published peak. The model
-behind the figures: albert_tf/planning.py. No TensorFlow is loaded.
+behind the figures: albert_tf/planning.py. No TensorFlow is loaded (only for a remote
+--albert_config_file, read through tf.io.gfile).
 """
 
 from __future__ import annotations
@@ -54,10 +55,32 @@ def _define_flags() -> None:
     flags.DEFINE_float("cpu_memory_gib", None, "With --device=cpu: memory in GiB (default: this machine's).")
 
 
+def read_local_config(path: str):
+    """An albert_config.json read with open(): AlbertConfig.from_json_file reads through tf.io.gfile, which loads
+    TensorFlow (seconds of start-up the planner does not need for a local file).
+
+    Args:
+        path: a local file.
+
+    Raises:
+        ValueError: not JSON, or not a config (the message names the file).
+    """
+    from albert_tf.config import AlbertConfig, json_object
+
+    with open(path, encoding="utf-8") as f:
+        values = json_object(f.read(), path)
+    try:
+        return AlbertConfig.from_dict(values)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
 def _config():
     from albert_tf.config import AlbertConfig
 
-    if FLAGS.albert_config_file:
+    if FLAGS.albert_config_file and "://" not in FLAGS.albert_config_file:
+        config = read_local_config(FLAGS.albert_config_file)
+    elif FLAGS.albert_config_file:  # gs:// and other remote files: through tf.io.gfile
         config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     else:
         config = AlbertConfig.from_preset(FLAGS.preset)
@@ -88,6 +111,15 @@ def _replicas(count: int) -> str:
 
 def _size(num_bytes: float) -> str:
     return f"{num_bytes / planning.GIB:,.2f} GiB"
+
+
+def _flops(count: float) -> str:
+    """PFLOP, or TFLOP below 0.01 PFLOP (a small model's step would read 0.000 PFLOP).
+
+    >>> _flops(1.191e15), _flops(2.8e13), _flops(2.79e12)
+    ('1.191 PFLOP', '0.028 PFLOP', '2.790 TFLOP')
+    """
+    return f"{count / 1e15:,.3f} PFLOP" if count >= 1e13 else f"{count / 1e12:,.3f} TFLOP"
 
 
 def format_plan(plan, name: str) -> str:
@@ -126,7 +158,7 @@ def format_plan(plan, name: str) -> str:
         "smallest accumulation that fits: " + (
             f"{fits} (micro-batch {plan.train_batch_size // plan.num_replicas // fits})" if fits
             else "none (not even one sequence per replica fits)"),
-        f"model FLOPs per step: {plan.flops_per_step / 1e15:,.3f} PFLOP (3 x forward matmuls, MLM head on "
+        f"model FLOPs per step: {_flops(plan.flops_per_step)} (3 x forward matmuls, MLM head on "
         f"{plan.preds} positions)",
         f"estimated step time: {plan.step_seconds:,.3f} s at {plan.peak_fraction:.0%} of peak on "
         f"{_replicas(plan.num_replicas)}",

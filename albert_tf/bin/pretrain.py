@@ -13,6 +13,10 @@ On small hardware keep --train_batch_size and raise
 latest checkpoint in --output_dir. --do_eval writes eval_results.txt.
 --data_service_address=grpc://HOST:PORT moves the training input to tf.data
 service workers (albert-data-service); resume is then not exact.
+--spm_model_file must be the vocabulary the shards were made with: another
+one than their manifest records is refused in one line naming both files
+(--allow_other_vocabulary: a WARNING instead); shards without a manifest are
+not checked (a WARNING).
 
 SIGTERM or SIGINT (a preemptible VM, a cluster scheduler, Ctrl-C) finishes
 the current step, writes its checkpoint and exits with code 75 (EX_TEMPFAIL)
@@ -63,7 +67,21 @@ def _check_input(patterns: str | None, flag: str) -> list[str]:
 
 
 def _model_config():
-    """The model config and where it came from (for messages)."""
+    """The model config and where it came from (for messages), with --vocab_size applied."""
+    import dataclasses
+
+    config, source = _config_of_flags()
+    if FLAGS.vocab_size is None or FLAGS.vocab_size == config.vocab_size:
+        return config, source
+    if FLAGS.vocab_size < 1:
+        raise app.UsageError(f"--vocab_size={FLAGS.vocab_size} must be a positive number of pieces.")
+    logging.info("vocab_size %d (--vocab_size) instead of %s's %d.", FLAGS.vocab_size, source,
+                 config.vocab_size)
+    return dataclasses.replace(config, vocab_size=FLAGS.vocab_size), f"--vocab_size={FLAGS.vocab_size}"
+
+
+def _config_of_flags():
+    """The config of --preset or --albert_config_file and where it came from."""
     import albert_tf
 
     if bool(FLAGS.preset) == bool(FLAGS.albert_config_file):
@@ -104,7 +122,34 @@ def check_vocabulary(spm_model_file: str, vocab_size: int,
         raise ValueError(
             f"--spm_model_file={spm_model_file} has {pieces} pieces but "
             f"{config_source} has vocab_size={vocab_size}: use the vocabulary "
-            "the data was made with and a model config of its size.")
+            f"the data was made with and give --vocab_size={pieces} (or a model "
+            "config of its size).")
+
+
+def check_shard_lengths(manifests, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """ValueError unless the shards' manifests record the lengths the run reads them with.
+
+    The reader parses fixed-length features: shards of another length fail
+    inside tf.data, far from the cause. Manifests without these settings
+    (written by hand or by an older tool) are not compared.
+
+    Args:
+        manifests: paths of the shards' PREFIX.manifest.json files (the shard check's).
+        max_seq_length, max_predictions_per_seq: the run's flags.
+    """
+    import json
+
+    from pipelines.fileio import read_text
+
+    wanted = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq}
+    for path in manifests:
+        settings = json.loads(read_text(path)).get("settings") or {}
+        differ = [f"--{name}={value} (the shards: {settings[name]})" for name, value in wanted.items()
+                  if name in settings and settings[name] != value]
+        if differ:
+            shards = " ".join(f"--{name}={settings[name]}" for name in wanted if name in settings)
+            raise ValueError(f"{' and '.join(differ)}: {path} records the shards' lengths; train with {shards} "
+                             "or write shards at this run's lengths.")
 
 
 def _check_files(config, config_source: str) -> str:
@@ -113,22 +158,36 @@ def _check_files(config, config_source: str) -> str:
 
     from pipelines import shard_check  # sizes (or checksums) vs the manifest, before step 1
 
+    files = []  # every input file read, for the vocabulary check
+    lengths = (FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
     if FLAGS.do_train:
-        shard_check.verify_input_shards(_check_input(FLAGS.input_file, "input_file"),
-                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        files += _check_input(FLAGS.input_file, "input_file")
+        report = shard_check.verify_input_shards(files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        check_shard_lengths(report.manifests, *lengths)
     eval_pattern = FLAGS.eval_input_file or FLAGS.input_file
     if FLAGS.do_eval and eval_pattern != FLAGS.input_file:
-        shard_check.verify_input_shards(_check_input(eval_pattern, "eval_input_file"),
-                                        FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        eval_files = _check_input(eval_pattern, "eval_input_file")
+        report = shard_check.verify_input_shards(eval_files, FLAGS.verify_shards, FLAGS.skip_corrupt_records)
+        check_shard_lengths(report.manifests, *lengths)
+        files += eval_files
     elif FLAGS.do_eval:
-        _check_input(eval_pattern, "eval_input_file")
+        files = files or _check_input(eval_pattern, "eval_input_file")
     if FLAGS.spm_model_file:
         if not tf.io.gfile.exists(FLAGS.spm_model_file):
             raise app.UsageError(
                 f"--spm_model_file={FLAGS.spm_model_file!r} does not exist.")
         check_vocabulary(FLAGS.spm_model_file, config.vocab_size,
                          config_source)
+        _check_shards_vocabulary(files)
     return eval_pattern
+
+
+def _check_shards_vocabulary(files) -> None:
+    """--spm_model_file against the vocabulary the shards' manifests record (albert_tf/vocabulary_check.py):
+    another one is refused in one line (VocabularyMismatch), or a WARNING with --allow_other_vocabulary."""
+    from albert_tf.vocabulary_check import check_shards_vocabulary
+
+    check_shards_vocabulary(FLAGS.spm_model_file, files, FLAGS.allow_other_vocabulary)
 
 
 def _check_data_settings(data, training) -> None:

@@ -19,6 +19,16 @@ from albert_tf.demo.settings import DemoSettings
 
 # The library's lines shown during fine-tuning: which run starts, its step progress and dev results.
 RELAYED_SOURCES = ("albert_tf/tasks/comparison.py", "albert_tf/tasks/callbacks.py")
+TASK_FOLDER = "topic_task"  # under --output_dir: train.csv and dev.csv (header text,label), albert-finetune --task=csv
+
+
+def task_folder(output_dir: str) -> str:
+    """Where the demo writes its topic task, a ready `--data_dir` for `albert-finetune --task=csv`.
+
+    >>> task_folder("demo_output")
+    'demo_output/topic_task'
+    """
+    return os.path.join(output_dir, TASK_FOLDER)
 
 
 def forget_stale_finetuning(out: str, pretrain_step: int) -> bool:
@@ -92,7 +102,7 @@ def finetuning_stage(settings: DemoSettings, console: Console, model_dir: str, p
     console.stage(7, "fine-tuning", "pretrained vs random weights on a labelled task, the same budget")
     if forget_stale_finetuning(out, pretrain_step):
         console.say("The pretrained model changed: fine-tuning and export again.")
-    task_dir = os.path.join(out, "topic_task")
+    task_dir = task_folder(out)
     _write_task(settings, console, task_dir)
     comparison = ComparisonSettings(
         max_seq_length=settings.max_seq_length, train_batch_size=settings.finetune_batch_size,

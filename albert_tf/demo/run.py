@@ -18,7 +18,7 @@ from albert_tf.demo.corpus import corpus_stage
 from albert_tf.demo.data import data_stage
 from albert_tf.demo.evaluation import evaluation_stage
 from albert_tf.demo.export import export_stage
-from albert_tf.demo.finetuning import finetuning_stage
+from albert_tf.demo.finetuning import finetuning_stage, task_folder
 from albert_tf.demo.pretraining import pretraining_stage
 from albert_tf.demo.settings import DemoSettings
 from albert_tf.demo.verdict import DemoFigures, report_verdict
@@ -53,7 +53,7 @@ def run_demo(settings: DemoSettings, console: Optional[Console] = None) -> bool:
     pretrain_step = int(result["global_step"])
     finetuned = finetuning_stage(settings, console, model_dir, precision, pretrain_step)
     export_stage(settings, console, finetuned["pretrained_model"], result["model"], spm_model,
-                 os.path.join(out, "topic_task"))
+                 task_folder(out))
 
     console.stage(None, "verdict", "the demo took %s. Model, config and vocabulary: %s (load with "
                   "albert_tf.load_checkpoint(%r))." % (format_minutes(time.time() - start), model_dir, model_dir))

@@ -14,9 +14,13 @@ character in the original text.
 
 Offsets are in characters (Unicode code points, as Python's `str` indexes
 them) of the text as the preprocessor reads it: bytes that are not valid
-UTF-8 are dropped first.
+UTF-8 are dropped first. Lower-casing is the one step that depends on
+context (a word-final capital sigma becomes ς): each character's part is cut
+from the whole row lower-cased (`_lowered_in_context`).
 A row whose per-character rebuild differs from the whole-text normalisation
-(never seen on valid UTF-8; see the tests) is marked `aligned = False`.
+(never seen on valid UTF-8; see the tests) is marked `aligned = False`, and
+the span-QA export answers it with no answer rather than a text that is not
+the context's.
 """
 
 from __future__ import annotations
@@ -111,11 +115,33 @@ def normalized_segments(chars: tf.RaggedTensor, do_lower_case: bool, normalizati
     if normalization == "xlnet":
         segments = _pair_quotes(flat, row_start)
     segments = sp_tokenizer.drop_combining_marks(tf_text.normalize_utf8(segments, "NFKD"))
-    if do_lower_case:
-        segments = tf.strings.lower(segments, encoding="utf-8")
     segments = tf.where(tf.equal(flat, "\x00"), "\x00", segments)  # string ops end a string at NUL
     segments = tf.where(space, tf.where(kept_space, " ", ""), segments)
+    if do_lower_case:
+        segments = _lowered_in_context(chars.with_flat_values(segments))
     return chars.with_flat_values(segments), chars.with_flat_values(space)
+
+
+def _lowered_in_context(segments: tf.RaggedTensor) -> tf.Tensor:
+    """Each segment lower-cased as it is inside its whole row: flat tf.string.
+
+    Lower-casing depends on context in one place: a capital sigma at the end
+    of a word becomes ς, elsewhere σ (Final_Sigma; "ΟΔΟΣ" -> "οδος", a lone
+    "Σ" -> "σ"). Each segment lower-cased alone has the byte length it has in
+    the whole row lower-cased (σ and ς are two bytes each), so the row is
+    lower-cased whole, as `preprocess_text` does, and cut at those lengths.
+    A row where the lengths do not add up keeps the segments lower-cased
+    alone (and is then not aligned).
+    """
+    flat = segments.flat_values
+    alone = tf.where(tf.equal(flat, "\x00"), "\x00", tf.strings.lower(flat, encoding="utf-8"))
+    whole = sp_tokenizer._lower_keeping_nul(tf.strings.reduce_join(segments, axis=-1))
+    length = tf.strings.length(alone)
+    rows = tf.cast(segments.value_rowids(), tf.int32)
+    row_lengths = tf.math.unsorted_segment_sum(length, rows, segments.nrows(tf.int32))
+    starts = tf.cumsum(length, exclusive=True) - tf.gather(tf.cumsum(row_lengths, exclusive=True), rows)
+    fits = tf.gather(tf.equal(row_lengths, tf.strings.length(whole)), rows)
+    return tf.where(fits, tf.strings.substr(tf.gather(whole, rows), starts, length), alone)
 
 
 def piece_offsets(sentencepiece: tf_text.SentencepieceTokenizer, resplit, text: tf.Tensor, max_pieces: int,

@@ -31,8 +31,11 @@ tensorflow-text's op), truncation to max_seq_length - 2 pieces and
 as the SavedModel's `serving_default` except where `TEXT_DIFFERENCES` says.
 `text_pair` is not served: pairs go through the ids model
 (`text_signatures=False`). The normalisation runs in the original's order
-(`_unmerged_normalization`); on every BMP code point in "ka X", "ka X lo" and
-"X" the text model's ids are the SavedModel's (`SWEEP_DIFFERENCES`, tested).
+(`_unmerged_normalization`), lower-casing with `tf.strings.lower`'s own mapping
+and final sigma (`_lower_case_steps`); on every BMP code point in "ka X",
+"ka X lo" and "X" the text model's ids are the SavedModel's
+(`SWEEP_DIFFERENCES`, tested with a vocabulary that has a piece for every
+character those code points normalise to, tests/script_vocab.py).
 An empty batch answers with no rows (`openvino_graph.answers_empty_batches`).
 
 A classifier of two or more classes also answers `label` (string [batch]), and
@@ -82,7 +85,8 @@ TEXT_DIFFERENCES = {
         "trailing NULs); the model itself reads it as the SavedModel does (a <unk> piece).",
 }
 # (template, do_lower_case) -> the BMP code points X (surrogates skipped) where the text model's ids differ from
-# the SavedModel's on template.format(X), for the templates "ka {}", "ka {} lo" and "{}": none. The sweep in
+# the SavedModel's on template.format(X), for the templates "ka {}", "ka {} lo" and "{}", with a vocabulary that
+# knows every character (tests/script_vocab.py): none. The sweep in
 # tests/albert_tf/test_openvino_export.py fails on a new difference and on a listed one that went away.
 SWEEP_DIFFERENCES = {}
 
@@ -345,9 +349,10 @@ def _unmerged_normalization(steps: list, pre) -> list:
     after it, which leaves the spaces it frees (a trailing `▁`). Here the
     merged step becomes NFKD, combining marks dropped, lower-casing, then
     the charsmap with SentencePiece's whitespace rule (runs of spaces become
-    one, leading and trailing ones go), as the SavedModel does. (Lower-casing
-    in the NFKD step would be one op less, but its case folding turns U+0345
-    into a letter before the marks are dropped: the sweep finds U+0345, U+037A.)
+    one, leading and trailing ones go), as the SavedModel does. Lower-casing
+    is `tf.strings.lower`'s mapping (`_lower_case_steps`), not
+    openvino-tokenizers' case folding (which also, in the NFKD step, turns
+    U+0345 into a letter before the marks are dropped).
     The text model's tokenizer costs about 20% more than with the merged step.
 
     Raises:
@@ -368,11 +373,28 @@ def _unmerged_normalization(steps: list, pre) -> list:
     charsmap = steps[merged[0]].charsmap
     ordered = [tp.CharsmapStep(normalization_form="nfkd", remove_extra_whitespaces=False), steps[combining[0]]]
     if pre.do_lower_case:
-        ordered.append(tp.CharsmapStep(normalization_form="identity", case_fold=True, remove_extra_whitespaces=False))
+        ordered += _lower_case_steps()
     ordered.append(tp.CharsmapStep(charsmap=charsmap, normalization_form=None if charsmap else "identity",
                                    remove_extra_whitespaces=True))
     rest = [step for i, step in enumerate(steps) if i not in (merged[0], combining[0])]
     return rest[:merged[0]] + ordered + rest[merged[0]:]
+
+
+def _lower_case_steps() -> list:
+    """`tf.strings.lower` as openvino-tokenizers steps: word-final Σ -> ς (a regex), then each character's
+    lower-case form (a charsmap), both read from tf.strings.lower itself (`albert_tf.export.lowercase`).
+
+    openvino-tokenizers' own lower-casing (CharsmapStep case_fold=True) is simple case folding: it turned ς into σ
+    and lower-case Cherokee into upper-case (183 BMP code points gave other ids than the SavedModel's).
+    """
+    from openvino_tokenizers import tokenizer_pipeline as tp
+
+    from albert_tf.export import lowercase
+
+    return [tp.RegexNormalizationStep(regex_search_pattern=lowercase.final_sigma_pattern(),
+                                      replace_term=lowercase.FINAL_SIGMA_REPLACEMENT),
+            tp.CharsmapStep(charsmap=lowercase.lower_case_charsmap(), normalization_form=None,
+                            remove_extra_whitespaces=False)]
 
 
 def _never_split():

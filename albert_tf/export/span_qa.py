@@ -14,7 +14,9 @@ The answer is the context's own text (`albert_tf.export.char_offsets`: each
 piece's characters in the context as the client sent it), whitespace
 stripped, with its character offsets `start_char`/`end_char`; spans whose
 text is only whitespace are skipped, as the SQuAD post-processing skips
-empty answers.
+empty answers. It is never decoded pieces: a context whose offsets could
+not be trusted (`PieceOffsets.aligned`, never seen on valid UTF-8) gets no
+answer ("", start = start_char = -1).
 """
 
 from __future__ import annotations
@@ -319,6 +321,8 @@ class _SpanQAServing(_Serving):
             result["null_odds"] = null_odds
             # The official script's rule: no answer when the odds exceed the threshold.
             found = tf.logical_and(found, null_odds <= self.null_score_diff_threshold)
+        if offsets is not None:  # a context whose offsets are not aligned: no answer (never decoded pieces)
+            found = tf.logical_and(found, tf.gather(offsets.aligned, tf.range(batch)))
         span = tf.ragged.range(tf.maximum(start, 0), tf.where(found, end + 1, 0))
         answer_ids = tf.gather(window_ids, span, batch_dims=1)
         if self.text_signatures:
@@ -327,9 +331,8 @@ class _SpanQAServing(_Serving):
             answer = decode_pieces(self.pieces, answer_ids)
         start_char = end_char = tf.fill(tf.shape(found), -1)
         if offsets is not None:
-            # The context's characters; a context whose offsets are not aligned keeps the decoded pieces.
-            text, start_char, end_char = answer_text(offsets, tf.range(batch), start + shift, end + shift, found)
-            answer = tf.where(tf.gather(offsets.aligned, tf.range(batch)), text, answer)
+            # The context's own characters.
+            answer, start_char, end_char = answer_text(offsets, tf.range(batch), start + shift, end + shift, found)
         result.update({
             "answer": tf.where(found, answer, ""),
             "start": tf.where(found, start + shift, -1),

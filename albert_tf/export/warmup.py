@@ -9,7 +9,7 @@ per signature of the export (the text signatures and `serve_token_ids`), a
 batch of two rows of different lengths each.
 
 The records are built with the real protos of `tensorflow-serving-api`
-(`pip install 'albert-tf[serving]'`). That package is not needed to export or
+(`pip install -e '.[serving]'` in the checkout). That package is not needed to export or
 to load a SavedModel: without it the export writes no warm-up file and says
 so in one log line. TensorFlow itself bundles no PredictionLog proto.
 
@@ -132,7 +132,7 @@ def write_warmup_requests(saved_dir: str, signatures: Mapping[str, Any],
     protos = _serving_protos()
     if protos is None:
         log.info("No TF Serving warm-up file (assets.extra/%s): tensorflow-serving-api is not "
-                 "installed (pip install 'albert-tf[serving]').", WARMUP_FILE)
+                 "installed (pip install -e '.[serving]' in the checkout).", WARMUP_FILE)
         return None
     model_pb2, predict_pb2, prediction_log_pb2 = protos
     folder = os.path.join(saved_dir, WARMUP_DIR)

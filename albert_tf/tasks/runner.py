@@ -29,7 +29,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
@@ -78,6 +78,15 @@ class FinetuneOptions:
         on_nonfinite: "stop" (the only choice here): a non-finite loss ends
             the run in one line naming the step and the last good resume
             checkpoint (`callbacks.StopOnNonFinite`).
+        defaulted: names of `albert_tf.finetune_defaults.SIZE_DEPENDENT`
+            the user did not give (albert-finetune: the flags not on its
+            command line); a small model gets the small recipe's values for
+            them (`finetune_defaults.apply_size_defaults`). Empty: every value
+            is used as given.
+        allow_other_vocabulary: use an explicit spm_model_file other than
+            the vocabulary beside init_checkpoint (or, evaluating, the saved
+            model's) with a WARNING, instead of refusing it
+            (`albert_tf.vocabulary_check.check_folder_vocabulary`).
     """
 
     task: str
@@ -111,6 +120,8 @@ class FinetuneOptions:
     log_steps: int = 50
     save_checkpoints_steps: Optional[int] = 1000
     on_nonfinite: str = "stop"
+    defaulted: Tuple[str, ...] = ()
+    allow_other_vocabulary: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the flag for inconsistent options."""
@@ -187,6 +198,7 @@ def find_spm_model(options: FinetuneOptions) -> str:
     if given:
         if not tf.io.gfile.exists(given):
             raise FileNotFoundError(f"--spm_model_file={given!r} does not exist.")
+        check_given_vocabulary(options, given)
         return given
     folders = [options.init_checkpoint] if options.init_checkpoint else []
     folders.append(options.output_dir)
@@ -197,6 +209,22 @@ def find_spm_model(options: FinetuneOptions) -> str:
     raise FileNotFoundError(
         "No SentencePiece model: give --spm_model_file (looked for "
         f"{' and for '.join(model_folder.vocabulary_search_text(f) for f in folders)}).")
+
+
+def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
+    """An explicit --spm_model_file against the vocabulary of the model the run reads: --init_checkpoint's
+    when training from it, the saved model's in --output_dir when evaluating (a resume's is in its run settings).
+
+    Raises:
+        albert_tf.vocabulary_check.VocabularyMismatch: another vocabulary, unless allow_other_vocabulary
+            (one line naming both files).
+    """
+    from albert_tf.vocabulary_check import check_folder_vocabulary
+
+    if options.do_train:
+        check_folder_vocabulary(given, options.init_checkpoint, "--init_checkpoint", options.allow_other_vocabulary)
+    else:
+        check_folder_vocabulary(given, options.output_dir, "--output_dir", options.allow_other_vocabulary)
 
 
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
@@ -411,6 +439,15 @@ def resolve_max_seq_length(options: FinetuneOptions, saved_model=None) -> int:
     return length
 
 
+def resolve_size_defaults(options: FinetuneOptions) -> Dict[str, Any]:
+    """The settings the user did not give, for the size of the model to train (`albert_tf.finetune_defaults`):
+    a small model gets flags/recipes/small_finetune.cfg's values (one log line); returns those changed."""
+    from albert_tf import model_folder
+    from albert_tf.finetune_defaults import apply_size_defaults
+
+    return apply_size_defaults(options, _model_config(options) or model_folder.model_config(options.init_checkpoint))
+
+
 # ------------------------------------------------------------------ stages
 def _train(task, options, strategy, train_data, dev_data, spm_model_file, precision) -> Any:
     import albert_tf
@@ -506,6 +543,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     if options.do_train:  # an evaluation-only run takes the saved model's, once loaded
         task_options.max_seq_length = resolve_max_seq_length(options)
     task = task or get_task(options.task, task_options)
+    if options.do_train:
+        resolve_size_defaults(options)
     # Seed before building any tokenizer (tf-keras-notes: seeding afterwards
     # invalidates SentencePiece kernels).
     keras.utils.set_random_seed(options.seed)

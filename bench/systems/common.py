@@ -139,9 +139,9 @@ def timed_calls(fn: Callable[[], object], warmup: int, steps: int) -> List[float
 
 
 def per_second(items: int, times: Sequence[float]) -> Dict[str, float]:
-    """items/s of the median call, with the fastest and slowest."""
+    """items/s of the median call, with the fastest and slowest, and every call's seconds ("samples_s")."""
     return {"per_s": items / statistics.median(times), "best_per_s": items / min(times),
-            "worst_per_s": items / max(times), "n_timed": len(times)}
+            "worst_per_s": items / max(times), "n_timed": len(times), "samples_s": [float(t) for t in times]}
 
 
 def peak_rss_mb() -> float:
@@ -362,7 +362,8 @@ def text_pass_result(times: Sequence[float], masks: Sequence[np.ndarray]) -> Dic
 def pass_rate(items: int, times: Sequence[float]) -> Dict[str, float]:
     """items/s over a whole timed pass (batches of different lengths: not a median call)."""
     return {"per_s": items / sum(times), "seconds": float(sum(times)), "n_timed": len(times),
-            "best_per_s": items / len(times) / min(times), "worst_per_s": items / len(times) / max(times)}
+            "best_per_s": items / len(times) / min(times), "worst_per_s": items / len(times) / max(times),
+            "samples_s": [float(t) for t in times]}
 
 
 def text_corpus(path: str, max_sentences: int = 60000) -> str:
@@ -392,20 +393,64 @@ def spm_model(cache_dir: str) -> str:
     return prefix + ".model"
 
 
+# The flags that decide a run's kind and its hardware peak (`bench.peak`).
+FLAGS_THAT_MATTER = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
+
+
+def parse_cpuinfo(text: str) -> Dict[str, object]:
+    """The first CPU's model, clock ("cpu MHz") and flags of /proc/cpuinfo's text.
+
+    >>> parse_cpuinfo("model name\\t: AMD EPYC\\ncpu MHz\\t\\t: 2445.420\\nflags\\t\\t: fpu avx2 fma\\n")
+    {'model': 'AMD EPYC', 'mhz': 2445.42, 'flags': ['avx2', 'fma']}
+    """
+    out: Dict[str, object] = {}
+    for line in text.splitlines():
+        name, _, value = (s.strip() for s in line.partition(":"))
+        if name == "model name" and "model" not in out:
+            out["model"] = value
+        elif name == "cpu MHz" and "mhz" not in out:
+            out["mhz"] = float(value)
+        elif name == "flags" and "flags" not in out:
+            out["flags"] = [f for f in FLAGS_THAT_MATTER if f in value.split()]
+    return out
+
+
+def parse_lscpu(text: str) -> Dict[str, object]:
+    """Topology and maximum clock from `lscpu`'s text (a field lscpu does not print is left out).
+
+    >>> parse_lscpu("Thread(s) per core:  1\\nCore(s) per socket:  2\\nSocket(s):  1\\nCPU max MHz:  3529.0\\n")
+    {'threads_per_core': 1, 'cores_per_socket': 2, 'sockets': 1, 'max_mhz': 3529.0}
+    """
+    fields = {"Thread(s) per core": ("threads_per_core", int), "Core(s) per socket": ("cores_per_socket", int),
+              "Socket(s)": ("sockets", int), "CPU max MHz": ("max_mhz", float)}
+    out: Dict[str, object] = {}
+    for line in text.splitlines():
+        name, _, value = (s.strip() for s in line.partition(":"))
+        if name in fields:
+            key, cast = fields[name]
+            try:
+                out[key] = cast(value)
+            except ValueError:
+                pass
+    return out
+
+
 def cpu_description() -> Dict[str, object]:
-    """CPU model, core count and the flags that decide the fast precision."""
-    model, flags = "unknown", set()
+    """CPU model, logical CPUs ("cores"), the flags that matter, the clock and the topology (lscpu)."""
+    import subprocess
+
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name") and model == "unknown":
-                    model = line.split(":", 1)[1].strip()
-                elif line.startswith("flags") and not flags:
-                    flags = set(line.split(":", 1)[1].split())
+            info = parse_cpuinfo(f.read())
     except OSError:
-        pass
-    wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile", "amx_int8")
-    return {"model": model, "cores": os.cpu_count(), "flags": [f for f in wanted if f in flags]}
+        info = {}
+    try:
+        topology = parse_lscpu(subprocess.run(["lscpu"], capture_output=True, text=True, timeout=30,
+                                              env=dict(os.environ, LC_ALL="C")).stdout)
+    except (OSError, subprocess.SubprocessError):
+        topology = {}
+    return dict({"model": info.get("model", "unknown"), "cores": os.cpu_count(), "flags": info.get("flags", [])},
+                **{k: v for k, v in info.items() if k == "mhz"}, **topology)
 
 
 def has_amx(cpu: Dict[str, object]) -> bool:
@@ -431,7 +476,26 @@ def cpu_kind(cpu: Optional[Dict[str, object]] = None) -> str:
 
 
 def cpu_line(cpu: Optional[Dict[str, object]] = None) -> str:
-    """The machine line every results file starts with: CPU model, cores, AMX."""
+    """The machine line every results file starts with: CPU model, cores, AMX, flags; then the clock and the
+    topology where recorded (runs since issue 33).
+
+    >>> line = cpu_line({"model": "AMD EPYC", "cores": 2, "flags": ["avx2", "fma"], "mhz": 2445.42, "sockets": 1,
+    ...                  "cores_per_socket": 2, "threads_per_core": 1})
+    >>> line.split(". ", 1)[1]
+    'Clock: 2445 MHz (/proc/cpuinfo), no maximum recorded; 1 socket(s) x 2 core(s) x 1 thread(s) per core.'
+    """
     cpu = cpu or cpu_description()
-    return (f"CPU: {cpu['model']}, {cpu['cores']} cores; AMX: {'yes' if has_amx(cpu) else 'no'}; "
+    line = (f"CPU: {cpu['model']}, {cpu['cores']} cores; AMX: {'yes' if has_amx(cpu) else 'no'}; "
             f"flags that matter: {', '.join(cpu['flags']) or 'none'}.")
+    if "mhz" in cpu or "max_mhz" in cpu:
+        line += (f" Clock: {_fmt_mhz(cpu.get('mhz'))} (/proc/cpuinfo), "
+                 + (f"{_fmt_mhz(cpu['max_mhz'])} at most (lscpu)" if cpu.get("max_mhz") else "no maximum recorded")
+                 + ";")
+    if "sockets" in cpu:
+        line += (f" {cpu['sockets']} socket(s) x {cpu.get('cores_per_socket', '?')} core(s) x "
+                 f"{cpu.get('threads_per_core', '?')} thread(s) per core.")
+    return line
+
+
+def _fmt_mhz(mhz) -> str:
+    return "unknown MHz" if mhz is None else f"{float(mhz):.0f} MHz"

@@ -15,7 +15,7 @@ differs, unless --overwrite (give it to every worker), which replaces the shards
 A second run of the same worker on one --output_dir while the first is alive is
 refused in one line naming it (a lock per worker: pipelines/locking.py).
 
-On Apache Beam (pip install -e ".[beam]"), the same shards:
+On Apache Beam (pip install -e '.[beam]', not beside [openvino] or [bench]), the same shards:
 
     albert-create-pretraining-data --runner=DataflowRunner --input_file=gs://B/corpus/*.txt
         --spm_model_file=30k-clean.model --output_dir=gs://B/data --num_shards=1024
@@ -41,7 +41,9 @@ def _run_beam(beam_args):
         from pipelines import beam_pipeline
     except ImportError as e:
         raise app.UsageError(
-            f"--runner={FLAGS.runner} needs Apache Beam: pip install -e \".[beam]\" ({e}).") from None
+            f"--runner={FLAGS.runner} needs Apache Beam: pip install -e '.[beam]' in the checkout, in an "
+            f"environment without [openvino] or [bench] (its protobuf cap breaks transformers' ALBERT "
+            f"tokenizer; setup.py) ({e}).") from None
     return beam_pipeline.create_pretraining_data_beam(
         FLAGS.input_file.split(","), FLAGS.spm_model_file, FLAGS.output_dir,
         pipeline_flags.pretraining_data_config(FLAGS),

@@ -54,7 +54,7 @@ def _argv(task, data_dir, output_dir, assets, *extra, init="config"):
             "--eval_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=1", "--warmup_proportion=0.1",
             "--strategy=default", "--mixed_precision=float32", "--seed=1", "--log_steps=1",
             "--max_query_length=8", "--doc_stride=8", "--max_qa_length=16", "--do_train", "--do_eval",
-            "--do_predict", "--optimizer=adamw", "--save_checkpoints_steps=1000", *extra]
+            "--do_predict", "--optimizer=adamw", "--pooling=pooled", "--save_checkpoints_steps=1000", *extra]
 
 
 def _run(argv):

@@ -396,18 +396,47 @@ def _ov_sweep(pre, tokenize, template):
     return tuple(c for c, got, row, keep in zip(BMP, tokenize(texts), ids, mask) if got != row[keep].tolist())
 
 
-@pytest.mark.parametrize("lower", [True, False])
-def test_unicode_sweep_text_model_tokenizer_equals_saved_models(setup, lower):
-    """Every BMP code point in "ka X", "ka X lo", "X": the differences are exactly SWEEP_DIFFERENCES (none).
-    Before the fix: 774 code points gave a trailing piece in "ka X", 13 gave "▁ <unk>" in "ka X lo"."""
-    import albert_tf
-    from albert_tf.export import openvino as ov_export
+@pytest.fixture(scope="module")
+def script_spm(tmp_path_factory):
+    """The vocabulary that knows the scripts (tests/script_vocab.py): a piece for every character a BMP code point
+    normalises to, so a difference in one script changes the ids."""
+    from tests.script_vocab import train_script_spm
 
-    pre = albert_tf.AlbertTextPreprocessor(setup["spm"], max_seq_length=MAX_LEN, do_lower_case=lower)
-    tokenize = _bytes_tokenizer(ov_export._tokenizer_model(pre))
+    return train_script_spm(str(tmp_path_factory.mktemp("openvino_script_spm")))
+
+
+def _script_tokenizers(script_spm, lower):
+    import albert_tf
+
+    pre = albert_tf.AlbertTextPreprocessor(script_spm, max_seq_length=MAX_LEN, do_lower_case=lower)
+    return pre, _bytes_tokenizer(ov_export._tokenizer_model(pre))
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_unicode_sweep_text_model_tokenizer_equals_saved_models(script_spm, lower):
+    """Every BMP code point in "ka X", "ka X lo", "X", with the vocabulary that knows the scripts: the differences
+    are exactly SWEEP_DIFFERENCES (none). Before the fix: 774 code points gave a trailing piece in "ka X", 13 gave
+    "▁ <unk>" in "ka X lo"; the case folding gave ς, Cherokee and 181 others other ids (N2)."""
+    pre, tokenize = _script_tokenizers(script_spm, lower)
     for template in SWEEP_TEMPLATES:
         found = _ov_sweep(pre, tokenize, template)
         assert found == ov_export.SWEEP_DIFFERENCES.get((template, lower), ()), (template, [hex(c) for c in found])
+
+
+def test_unicode_sweep_finds_case_folding(script_spm, monkeypatch):
+    """A companion: openvino-tokenizers' case folding, the lower-casing exported before the fix, is caught at
+    final sigma and the Cherokee letters; and Greek words in context give the SavedModel's ids."""
+    from openvino_tokenizers import tokenizer_pipeline as tp
+
+    pre, tokenize = _script_tokenizers(script_spm, True)
+    greek = ["ΟΔΟΣ", "οδος", "Οδός ΚΑΙ ΟΔΟΣ.", "ο λογος", "ΣΑΣ Σ ΑΣΑ"]
+    assert tokenize(greek) == _in_graph_ids(pre, [t.encode("utf-8") for t in greek])
+    monkeypatch.setattr(ov_export, "_lower_case_steps", lambda: [
+        tp.CharsmapStep(normalization_form="identity", case_fold=True, remove_extra_whitespaces=False)])
+    folded = _bytes_tokenizer(ov_export._tokenizer_model(pre))
+    found = set(_ov_sweep(pre, folded, "ka {} lo"))
+    assert {0x3C2, 0x3F2, 0x13A0, 0x13F5, 0xAB70} <= found and len(found) < 400, [hex(c) for c in sorted(found)]
+    assert folded(greek[:1]) != tokenize(greek[:1])
 
 
 def test_unicode_sweep_finds_the_merged_normalisation(setup, monkeypatch):

@@ -317,7 +317,26 @@ def test_binary_prints_the_plan_without_tensorflow():
     assert "parameters: 17,847,474" in result.stdout
 
 
+def test_binary_reads_a_local_config_file_without_tensorflow():
+    """flags/recipes/small_config.json, as docs/pretraining.md plans it: read with open(), not tf.io.gfile."""
+    path = os.path.join("flags", "recipes", "small_config.json")
+    args = [f"--albert_config_file={path}", "--max_seq_length=128", "--max_predictions_per_seq=51",
+            "--train_batch_size=32", "--device=cpu", "--cpu_memory_gib=16", "--mixed_precision=float32"]
+    probe = ("import atexit, sys; atexit.register(lambda: sys.stderr.write("
+             "'tensorflow loaded: %s\\n' % ('tensorflow' in sys.modules))); "
+             "sys.argv = ['albert-plan'] + sys.argv[1:]; from albert_tf.bin.plan import run; run()")
+    result = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "tensorflow loaded: False" in result.stderr
+    plan = planning.make_plan(AlbertConfig.from_json_file(os.path.join(ROOT, path)), seq=128, preds=51,
+                              train_batch_size=32, precision="float32",
+                              device=planning.cpu_device(planning.DEFAULT_CPU_FLOPS, 16 * planning.GIB))
+    assert result.stdout == format_plan(plan, path)
+
+
 @pytest.mark.parametrize("args, flag", [
+    (["--albert_config_file=no_such_config.json"], "--albert_config_file: [Errno 2] No such file or directory"),
     (["--train_batch_size=4095", "--num_replicas=8"], "--train_batch_size=4095"),
     (["--max_seq_length=1024"], "--max_seq_length=1024"),
     (["--mixed_precision=float16", "--device=tpu-v5e"], "--mixed_precision='float16'"),

@@ -199,7 +199,7 @@ def finetune_argv(head, data_dir, output_dir, spm, config_file, *extra):
             "--warmup_proportion=0.1", "--strategy=default", "--mixed_precision=float32", "--seed=1",
             "--log_steps=1", "--max_query_length=8", "--doc_stride=8", "--max_qa_length=16",
             "--optimizer=adamw", "--save_checkpoints_steps=1000", f"--static_length_step={fh.LENGTH_STEP}",
-            "--nojit_compile", "--nostatic_shapes", *extra]
+            "--nojit_compile", "--nostatic_shapes", "--pooling=pooled", *extra]
 
 
 def run_finetune_binary(argv):

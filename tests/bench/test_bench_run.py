@@ -87,7 +87,8 @@ def test_cpu_kind_from_the_flags():
 def test_plans_have_unique_keys_and_bind_to_their_systems_functions(name):
     rows = P.plan(name, "sp.model", "pool.json")
     assert len({m.key for m in rows}) == len(rows)
-    assert {m.group for m in rows} >= {"matmul", "train", "infer", "text", "finetune"}
+    assert {m.group for m in rows} >= ({"matmul", "train", "infer", "finetune"} | ({"text"} if name != "levers"
+                                                                                    else set()))
     import importlib
     import inspect
 
@@ -218,7 +219,36 @@ def test_budget_stops_the_run_and_the_run_file_marks_what_was_not_measured(tmp_p
     assert (tmp_path / "kind.md").read_text() == text
 
 
+def test_levers_plan_pulls_each_lever_against_the_default_in_float32():
+    rows = P.plan("levers", "sp.model", "pool.json")
+    assert {m.precision for m in rows} == {"float32"} and all(P.is_ours(m) for m in rows if m.group != "matmul")
+    got = {(m.group, m.system.rsplit(" (", 1)[0], P.lever(m)) for m in rows if m.group != "matmul"}
+    assert got == {(g, s, lever) for g, s in (("train", "albert-tf step"), ("infer", P.OURS), ("infer", P.FROZEN))
+                   for lever in P.LEVERS} | {("finetune", "albert-tf fit", lever) for lever in ("default", "oneDNN")}
+    for m in rows:
+        assert m.env.get("TF_ENABLE_ONEDNN_OPTS") in (("0", "1") if m.module != "matmul" or m.system == "tensorflow"
+                                                      else (None,))
+        if m.kwargs.get("frozen"):  # the frozen graph gets XLA the way TF Serving can: auto-clustering
+            assert ("TF_XLA_FLAGS" in m.env) == ("XLA" in P.lever(m)) and not m.kwargs["xla"]
+    pairs = P.lever_pairs(rows)
+    assert len(pairs) == 3 * 3 + 1 and all(P.lever(b) == "default" and P.table(a) == P.table(b) for a, b in pairs)
+    assert {(a.system, b.system) for a, b in pairs} >= {("albert-tf step (XLA + oneDNN)", "albert-tf step (default)")}
+    assert P.pairs(rows) == []  # no peer: the ratios are the levers'
+
+
+def test_a_levers_run_file_shows_what_each_lever_gains():
+    kw = dict(precision="float32", batch=8, seq=128)
+    rows = [_measured("train", f"albert-tf step ({lever})", "ours", dict(kw, xla="XLA" in lever), values)
+            for lever, values in (("default", [1.0, 1.0, 1.0]), ("XLA", [1.1, 1.2, 1.15]))]
+    rows[0].env, rows[1].env = dict(P.NO_ONEDNN), dict(P.NO_ONEDNN)
+    text = "\n".join(report.ratio_table(rows))
+    assert "For a lever: the row with it / the same system with none" in text
+    assert ("| albert-tf step (XLA) (tensorflow, float32, XLA, oneDNN off) | albert-tf step (default) (tensorflow, "
+            "float32, no XLA, oneDNN off) | **1.15x** (1.10-1.20x) | 3 | ours ahead |") in text
+
+
 def test_default_output_is_the_cpu_kinds_run_file_only_for_a_whole_plan(tmp_path):
+    assert run.default_output("levers", "", str(tmp_path), "avx2") == os.path.join(run.RESULTS_DIR, "avx2-levers.md")
     assert run.default_output("default", "", str(tmp_path), "amx") == os.path.join(run.RESULTS_DIR, "amx.md")
     assert run.default_output("full", "", str(tmp_path), "avx512-bf16").endswith("results/avx512-bf16.md")
     assert run.default_output("smoke", "", str(tmp_path), "amx").startswith(str(tmp_path))
@@ -263,10 +293,11 @@ def test_training_table_medians_paired_ratios_and_mfu_per_repetition():
     peer = _measured("train", "keras-hub fit", "kerashub", kw, [2.0, 2.0, 1.0])
     text = report.render([matmul, ours, peer], _header())
     mfu = sorted(100 * r * flops / 1e9 / limit for r, limit in ((3.0, 400.0), (4.0, 200.0), (5.0, 400.0)))
-    assert f"| 4.00 | 3.00, 4.00, 5.00 | {mfu[1]:.0f}% ({mfu[0]:.0f}-{mfu[2]:.0f}%) |" in text
+    # The header records no clock: no hardware peak (n/a), the GEMM probe's share beside it.
+    assert f"| 4.00 | 3.00, 4.00, 5.00 | n/a | {mfu[1]:.0f}% ({mfu[0]:.0f}-{mfu[2]:.0f}%) |" in text
     # Paired: 3/2, 4/2, 5/1 -> median 2.00, range 1.50-5.00; not the ratio of medians (4/2 = 2.00 here too).
     assert "| **2.00x** (1.50-5.00x) | 3 | ours ahead |" in text
-    assert "Limit per repetition, bfloat16: 400, 200, 400 GFLOP/s" in text
+    assert "GEMM probe per repetition, bfloat16: 400, 200, 400 GFLOP/s" in text
     assert "Test CPU" in text and "Kind: avx512-bf16" in text and "No outlier rule" in text
     assert "Threads: 2 for every framework" in text and "Every run reported these." in text
 

@@ -9,8 +9,10 @@ from typing import Dict, List, Set
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BENCH = os.path.join(ROOT, "bench")
-# The suite (bench.run and what it is made of) and the conversion check the tests import.
-TOP_LEVEL = {"__init__.py", "run.py", "plan.py", "stats.py", "report.py", "worker.py", "hf_equivalence.py"}
+# The suite (bench.run and what it is made of: the hardware peak, the quotes of its figures) and the conversion
+# check the tests import.
+TOP_LEVEL = {"__init__.py", "run.py", "plan.py", "stats.py", "report.py", "worker.py", "hf_equivalence.py", "peak.py",
+             "quotes.py"}
 
 
 def bench_modules() -> Dict[str, str]:

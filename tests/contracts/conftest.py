@@ -81,7 +81,7 @@ def finetune_argv(head: Head, data_dir: str, output_dir: str, assets: Dict[str, 
             "--num_train_epochs=1", "--train_step=12", "--warmup_step=1", "--steps_per_epoch=6",
             "--save_checkpoints_steps=2", "--strategy=default", "--mixed_precision=float32", "--seed=1",
             "--log_steps=1", "--max_query_length=8", "--doc_stride=8", "--max_qa_length=16", "--do_train",
-            "--nodo_eval", "--nodo_predict", "--optimizer=adamw", *head.flags, *extra]
+            "--nodo_eval", "--nodo_predict", "--optimizer=adamw", "--pooling=pooled", *head.flags, *extra]
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,18 @@ OPENVINO_ROWS = ("encoder", "classifier_single", "classifier_pair", "classifier_
 PRETRAINING_ROWS = ("encoder", "pretrainer")
 ROWS_FROM_IDS = None  # a source whose parametrized ids name its rows
 
+# The second table: what users start from (rows, the `start` parametrization) by job (the test functions).
+STARTS_FILE = "tests/contracts/test_starting_points.py"
+STARTS_DESCRIBED = {
+    "released_folder": "a released google-research folder (`albert_config.json`, `30k-clean.model`, `model.ckpt-best`)",
+    "hugging_face_folder": "a Hugging Face folder (`config.json`, `spiece.model`, `model.safetensors`)",
+    "demo_folder": "a demo folder (`demo_output/model`)",
+    "from_pretrained_model": "a task model made with `from_pretrained` in Python",
+}
+STARTS = tuple(STARTS_DESCRIBED)
+JOBS = (("fine-tune", "test_fine_tune"), ("eval-only", "test_eval_only"), ("predict", "test_predict"),
+        ("export", "test_export"))
+
 
 class Source(NamedTuple):
     """Tests of one promise: a test function of a file, and its rows (ROWS_FROM_IDS: its ids name them)."""
@@ -46,8 +58,13 @@ class Source(NamedTuple):
 
 
 class Column(NamedTuple):
+    """One promise. `refusal_rows`: rows whose tests check a one-line refusal (the cell reads "refused");
+    `not_applicable`: (row, why) pairs for rows where the promise has no meaning (the cell reads "n/a")."""
+
     title: str
     sources: Tuple[Source, ...]
+    refusal_rows: Tuple[str, ...] = ()
+    not_applicable: Tuple[Tuple[str, str], ...] = ()
 
 
 COLUMNS = (
@@ -69,7 +86,8 @@ COLUMNS = (
         Source(OPENVINO, "test_unicode_sweep_text_model_tokenizer_equals_saved_models", ("encoder",)),
         Source(OPENVINO, "test_text_model_of_a_classifier_equals_saved_model", ("classifier_single",)),
         Source(OPENVINO, "test_classifier_variant_equals_saved_model"),
-        Source(EXPORTS, "test_openvino_refusal"))),
+        Source(EXPORTS, "test_openvino_refusal")),
+        refusal_rows=tuple(row for row in ROWS if row not in OPENVINO_ROWS)),
     Column("empty batch", (Source(EXPORTS, "test_empty"),)),
     Column("hostile strings", (Source(EXPORTS, "test_hostile"),)),
     Column("metadata", (Source(EXPORTS, "test_metadata"),)),
@@ -130,12 +148,32 @@ def cells(nodes: Sequence[str]) -> Dict[str, Dict[str, List[str]]]:
     return table
 
 
-def render(table: Dict[str, Dict[str, List[str]]]) -> str:
+def _mark(column: Column, row: str, tests: Sequence[str]) -> str:
+    """The summary cell: "n/a", "-" (no test), "refused" or "yes (n)"."""
+    if row in dict(column.not_applicable):
+        return "n/a"
+    if not tests:
+        return "-"
+    return "refused" if row in column.refusal_rows else f"yes ({len(tests)})"
+
+
+def _detail(column: Column, row: str, tests: Sequence[str]) -> str:
+    """The cell of a row's detail table: its tests, with "refused: " or the reason it does not apply."""
+    why = dict(column.not_applicable).get(row)
+    if why:
+        return f"n/a: {why}"
+    text = ", ".join(f"`{t}`" for t in tests) if tests else "-"
+    return f"{'refused: ' if row in column.refusal_rows and tests else ''}{text}"
+
+
+def render(table: Dict[str, Dict[str, List[str]]],
+           starts: Optional[Dict[str, Dict[str, List[str]]]] = None) -> str:
     lines = [
         "# The contract matrix (generated: `python -m tests.contracts.matrix --write`; do not edit)",
         "",
         "Rows: every head and variant. Columns: every promise the README makes of a model. A cell names its",
-        "tests; \"refused\" cells check the refusal message; \"-\" is a cell no test covers yet. Files:",
+        "tests; \"refused\" cells check the refusal message; \"n/a\" cells say why the promise has no meaning for",
+        "that head; \"-\" is a cell no test covers yet. Files:",
         "",
     ]
     files = {source.path for c in COLUMNS for source in c.sources}
@@ -147,12 +185,10 @@ def render(table: Dict[str, Dict[str, List[str]]]) -> str:
     lines += ["| head | " + " | ".join(c.title for c in COLUMNS) + " |",
               "|---|" + "---|" * len(COLUMNS)]
     for row in ROWS:
-        marks = []
-        for column in COLUMNS:
-            tests = table[row][column.title]
-            refused = column.title.startswith("OpenVINO") and row not in OPENVINO_ROWS
-            marks.append("-" if not tests else "refused" if refused else f"yes ({len(tests)})")
+        marks = [_mark(column, row, table[row][column.title]) for column in COLUMNS]
         lines.append(f"| {row} | " + " | ".join(marks) + " |")
+    if starts is not None:
+        lines += render_starts(starts)
     lines += ["", "yes (n): n tests check the cell. The tests of each cell:", ""]
     for row in ROWS:
         lines.append(f"## {row}")
@@ -160,18 +196,42 @@ def render(table: Dict[str, Dict[str, List[str]]]) -> str:
         lines.append("| promise | tests |")
         lines.append("|---|---|")
         for column in COLUMNS:
-            tests = table[row][column.title]
-            refused = column.title.startswith("OpenVINO") and row not in OPENVINO_ROWS
-            text = ", ".join(f"`{t}`" for t in tests) if tests else "-"
-            lines.append(f"| {column.title} | {'refused: ' if refused and tests else ''}{text} |")
+            lines.append(f"| {column.title} | {_detail(column, row, table[row][column.title])} |")
         lines.append("")
     return "\n".join(lines)
 
 
+def start_cells(nodes: Sequence[str]) -> Dict[str, Dict[str, List[str]]]:
+    """start -> job -> the tests of that cell, from the node ids of STARTS_FILE (parametrized by start)."""
+    table = {start: {job: [] for job, _ in JOBS} for start in STARTS}
+    functions = {function: job for job, function in JOBS}
+    for node in nodes:
+        path, test = node.split("::", 1)
+        function = test.split("[", 1)[0]
+        if path != STARTS_FILE or function not in functions or "[" not in test:
+            continue
+        for part in test[test.index("[") + 1:-1].split("-"):
+            if part in table:
+                table[part][functions[function]].append(test)
+    return table
+
+
+def render_starts(starts: Dict[str, Dict[str, List[str]]]) -> List[str]:
+    """The second table: the folders and models users start from, by job (STARTS_FILE)."""
+    lines = ["", "## Starting points", "",
+             f"Rows: what a user starts from. Columns: the job, through the installed binaries (`{STARTS_FILE}`).",
+             "", "| start | " + " | ".join(job for job, _ in JOBS) + " |", "|---|" + "---|" * len(JOBS)]
+    for start in STARTS:
+        marks = [f"yes ({len(starts[start][job])})" if starts[start][job] else "-" for job, _ in JOBS]
+        lines.append(f"| {STARTS_DESCRIBED[start]} | " + " | ".join(marks) + " |")
+    return lines
+
+
 def generate() -> str:
     """The README's text, from the tests as they are now."""
-    nodes = collect([RESUME, EXPORTS, PRETRAIN])
-    return render(cells(nodes + source_nodes(OPENVINO)))
+    nodes = collect([path for path in (RESUME, EXPORTS, PRETRAIN, STARTS_FILE)
+                     if os.path.exists(os.path.join(REPO, path))])
+    return render(cells(nodes + source_nodes(OPENVINO)), start_cells(nodes))
 
 
 def main(argv: Sequence[str]) -> None:

@@ -46,3 +46,25 @@ def test_source_nodes_expand_the_row_parametrization(tmp_path, monkeypatch):
         "def test_y(precision):\n    pass\n\ndef helper():\n    pass\n")
     monkeypatch.setattr(matrix, "REPO", str(tmp_path))
     assert matrix.source_nodes("t.py") == ["t.py::test_x[a]", "t.py::test_x[b]", "t.py::test_y"]
+
+
+def test_not_applicable_and_refused_cells_are_marked_from_the_column():
+    column = matrix.Column("promise", (matrix.Source("t.py", "test_x"),), refusal_rows=("tagging",),
+                           not_applicable=(("encoder", "no labels"),))
+    assert matrix._mark(column, "encoder", ["test_x[encoder]"]) == "n/a"
+    assert matrix._detail(column, "encoder", []) == "n/a: no labels"
+    assert matrix._mark(column, "tagging", ["test_x[tagging]"]) == "refused"
+    assert matrix._mark(column, "tagging", []) == "-"
+    assert matrix._mark(column, "span_qa_v1", ["test_x[span_qa_v1]"]) == "yes (1)"
+
+
+def test_starting_points_table_follows_its_tests():
+    path = matrix.STARTS_FILE + "::"
+    table = matrix.start_cells([path + "test_fine_tune[released_folder]", path + "test_export[demo_folder]",
+                                path + "test_export[demo_folder-extra]", path + "test_unknown[demo_folder]",
+                                matrix.EXPORTS + "::test_export[demo_folder]"])
+    assert table["released_folder"]["fine-tune"] == ["test_fine_tune[released_folder]"]
+    assert table["demo_folder"]["export"] == ["test_export[demo_folder]", "test_export[demo_folder-extra]"]
+    assert table["hugging_face_folder"] == {"fine-tune": [], "eval-only": [], "predict": [], "export": []}
+    text = "\n".join(matrix.render_starts(table))
+    assert "| a demo folder (`demo_output/model`) | - | - | - | yes (2) |" in text

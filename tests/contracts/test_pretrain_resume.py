@@ -153,8 +153,10 @@ def _refusal_in_process(argv):
     """
     from absl import flags
 
+    import flags.core_flags as albert_flags
     from albert_tf.bin import pretrain
 
+    albert_flags.define_all_pretraining_flags()  # as albert-pretrain's run() does (once per process)
     flags.FLAGS.unparse_flags()
     flags.FLAGS(["albert-pretrain", *argv[1:]])
     try:
@@ -179,6 +181,12 @@ def test_albert_pretrain_rerun_with_another_setting_is_refused_naming_it(pretrai
         last = rerun.stderr.strip().splitlines()[-1]
         assert last.startswith("albert-pretrain: "), last
         message = last[len("albert-pretrain: "):]
+    elif change == "max_seq_length":  # shards of another length are refused first, as their manifest says 32
+        first = _refusal_in_process(_pretrain_argv(pretraining, whole) + [flag])
+        assert first.startswith("--max_seq_length=24 (the shards: 32): ") and "train with --max_seq_length=32 " \
+            in first, first
+        # without the shard check, the resume check still names the setting
+        message = _refusal_in_process(_pretrain_argv(pretraining, whole) + [flag, "--verify_shards=none"])
     else:
         message = _refusal_in_process(_pretrain_argv(pretraining, whole) + [flag])
     assert "\n" not in message, message
