@@ -324,7 +324,10 @@ def run_pretraining(
             batches with the TFRecord feature names, of
             ``input_context.get_per_replica_batch_size(train_batch_size)``
             examples, repeating (e.g. `pipelines.pretraining_dataset`). It must
-            be deterministic for an exact resume (seeded shuffles).
+            be deterministic for an exact resume (seeded shuffles), and
+            savable by tf.data (no `from_generator`, `py_function` or unseeded
+            random op) for a resume that does not read the consumed records
+            again (`train_input`).
         output_dir: checkpoints (ckpt-<step>), TensorBoard summaries (train/,
             eval/), albert_config.json, training_settings.json,
             model.weights.safetensors, the SentencePiece model,
