@@ -77,6 +77,9 @@ class TrainState:
     # checkpoint; `legacy_checkpoint` reads checkpoints written without it.
     recovery: RecoveryState
     legacy_checkpoint: tf.train.Checkpoint
+    # What `restore` reads: `checkpoint` without the input position, which
+    # `attach_input` adds to what is saved (a rollback keeps the input going).
+    restorable: tf.train.Checkpoint
 
     @property
     def step(self) -> int:
@@ -89,9 +92,20 @@ class TrainState:
 
         names = checkpoint_variable_names(path)
         if any(name.startswith("recovery/") for name in names):
-            self.checkpoint.restore(path).assert_existing_objects_matched()
+            status = self.restorable.restore(path)
+            status.assert_existing_objects_matched()
+            status.expect_partial()  # the input position: `train_input` restores it
+            # The saves counted in the folder (what restoring `checkpoint` gave).
+            self.checkpoint.save_counter.assign(self.restorable.save_counter)
         else:
             self.legacy_checkpoint.restore(path).assert_existing_objects_matched()
+
+    def attach_input(self, iterator) -> None:
+        """Saves `iterator`'s state (the data position) in every checkpoint
+        from now on, as "input" (`train_input`); `restore` leaves it alone."""
+        from albert_tf.training.train_input import CHECKPOINT_KEY
+
+        setattr(self.checkpoint, CHECKPOINT_KEY, iterator)
 
     @classmethod
     def create(cls, config: AlbertConfig, optimization: OptimizationConfig,
@@ -133,11 +147,12 @@ class TrainState:
                            good_steps=loss_scale.good_steps)
         legacy_checkpoint = tf.train.Checkpoint(**tracked)
         checkpoint = tf.train.Checkpoint(recovery=recovery, **tracked)
+        restorable = tf.train.Checkpoint(recovery=recovery, **tracked)
         manager = tf.train.CheckpointManager(
             checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME)
         return cls(model, opt, schedule, global_step, loss_scale, checkpoint,
-                   manager, recovery, legacy_checkpoint)
+                   manager, recovery, legacy_checkpoint, restorable)
 
 
 def restore_or_warm_start(state: TrainState, output_dir: str,

@@ -80,9 +80,12 @@ def _plain(flags, env=None):
 
 def _variables(checkpoint):
     reader = tf.train.load_checkpoint(str(checkpoint))
-    # save_counter counts the saves of one folder, not training state.
+    # save_counter counts the saves of one folder, not training state; the
+    # input iterator's state (a variant, "input/") holds what it had
+    # prefetched when saved, which depends on timing: it is compared by the
+    # batches it yields, through the weights of the steps after it.
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith(("save_counter", "input/"))}
 
 
 def _assert_same_variables(got, want):

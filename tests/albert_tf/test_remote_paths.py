@@ -207,7 +207,8 @@ def _checkpoint_values(prefix: str):
     import tensorflow as tf
 
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not name.startswith("input/")}  # the input iterator's state: a variant
 
 
 def _safetensors(path: str):

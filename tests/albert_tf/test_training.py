@@ -305,13 +305,14 @@ def _worker(args, env=None, check=True, timeout=240):
 def _checkpoint_values(prefix):
     return {name: tf.train.load_variable(prefix, name)
             for name, _ in tf.train.list_variables(prefix)
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input/")}
 
 
 def test_killed_mirrored_run_resumes_exactly(data, tmp_path):
     # Mirrored on 2 logical CPUs: one input pipeline feeds both replicas, so
-    # a step consumes two of its elements; the resumed run must skip 2 per
-    # completed step, not 1. (One device: tests/contracts/test_pretrain_resume.py,
+    # a step consumes two of its elements; the resumed run restores the input
+    # position that ckpt-2 saved (it is not skipped: train_input), and element
+    # j of a step still goes to replica j. (One device: tests/contracts/test_pretrain_resume.py,
     # through the installed binaries.) The straight and the killed run are
     # independent: they run at once.
     base = dict(data=data, batch=8, steps=6, save_steps=2, dropout=0.1,
@@ -326,6 +327,7 @@ def test_killed_mirrored_run_resumes_exactly(data, tmp_path):
         "ckpt-2")
     resumed = _worker(dict(base, output_dir=str(tmp_path / "resumed")))
     assert "Resumed from step 2" in resumed.stderr
+    assert "Input position restored from" in resumed.stderr and "reading again" not in resumed.stderr
     want = _checkpoint_values(str(tmp_path / "straight" / "ckpt-6"))
     got = _checkpoint_values(str(tmp_path / "resumed" / "ckpt-6"))
     assert set(got) == set(want)
