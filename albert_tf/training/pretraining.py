@@ -40,6 +40,7 @@ from albert_tf import runtime as runtime_lib
 from albert_tf.config import AlbertConfig
 from albert_tf.preemption import Preempted, PreemptionWatcher
 from albert_tf.training import data_service
+from albert_tf.training.agreement import check_workers_agree
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
     OptimizationConfig,
@@ -110,7 +111,19 @@ class _Saver:
         if self.chief:
             self.last = path
             logging.info("Saved checkpoint %s", path)
+        else:
+            _remove_scratch_checkpoint(path)
         return path
+
+
+def _remove_scratch_checkpoint(path: str) -> None:
+    """Deletes a non-chief worker's copy of a checkpoint just written (it takes part in saving, a
+    collective, but nothing reads its copy: a rollback or a resume reads the chief's)."""
+    for name in tf.io.gfile.glob(path + ".*"):
+        try:
+            tf.io.gfile.remove(name)
+        except tf.errors.OpError as e:  # scratch space only: the run's checkpoint is the chief's
+            logging.warning("Could not remove the worker's scratch checkpoint file %s: %s", name, e)
 
 
 def _next_batch(train_step, iterator, step: int, start_step: int,
@@ -219,8 +232,9 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
 
     keras.utils.set_random_seed(runtime.seed)
     state = TrainState.create(config, optimization, precision, strategy,
-                              ckpt_dir, runtime.keep_checkpoint_max)
+                              ckpt_dir, runtime.keep_checkpoint_max if chief else 1)
     latest = restore_or_warm_start(state, output_dir, init_checkpoint, config, allow_partial_init)
+    check_workers_agree(strategy, state.step, int(state.recovery.data_offset.numpy()), latest, output_dir)
     check_run_settings(
         output_dir, run_settings(optimization, replicas, data.max_seq_length,
                                  data.max_predictions_per_seq, runtime.seed,

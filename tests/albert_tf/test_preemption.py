@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 
@@ -125,19 +124,9 @@ def test_pretrain_sigterm_checkpoints_the_step_and_the_rerun_equals_an_uninterru
         _assert_same_variables(at_3, want)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _two_workers(flags, signal_step=None):
     """Both workers of a MultiWorkerMirroredStrategy run; worker 1 alone gets the signal."""
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in tl.free_ports(2)]}
     procs = []
     for index in range(2):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", SIGNAL_TASK="1", TF_CONFIG=json.dumps(
@@ -159,6 +148,9 @@ def test_multi_worker_sigterm_on_one_worker_stops_both_at_the_same_step(workdir,
     assert "stopped by SIGTERM after step 2" in _preempted_line(errs[1])
     assert f"checkpoint {stopped / 'ckpt-2'} written" in _preempted_line(errs[1])
     assert (stopped / "ckpt-2.index").exists()
+    # The other worker's copy of each save (it takes part in saving) is removed at once.
+    assert (stopped / ".worker-worker-1").is_dir()
+    assert not list((stopped / ".worker-worker-1").glob("ckpt-*"))
 
     # Resuming under MultiWorkerMirroredStrategy is the existing machinery
     # (tests/albert_tf/test_training.py); what is new here is the agreement.
