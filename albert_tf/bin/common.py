@@ -356,9 +356,17 @@ def library_error_types() -> tuple[type[BaseException], ...]:
 
 
 def preempted_types() -> tuple[type[BaseException], ...]:
-    """`albert_tf.preemption.Preempted` once imported (SIGTERM/SIGINT: exit code 75, one line)."""
+    """Errors that mean "try again later" (exit code 75, one line), once imported:
+    `albert_tf.preemption.Preempted` (SIGTERM/SIGINT, a lost lease) and
+    `pipelines.locking.LeaseMayBeStale` (a refusal that clears if the holder is gone)."""
+    found = []
     preemption = sys.modules.get("albert_tf.preemption")
-    return (preemption.Preempted,) if preemption is not None else ()
+    if preemption is not None:
+        found.append(preemption.Preempted)
+    locking = sys.modules.get("pipelines.locking")
+    if locking is not None:
+        found.append(locking.LeaseMayBeStale)
+    return tuple(found)
 
 
 def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:
