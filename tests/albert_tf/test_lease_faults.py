@@ -51,17 +51,6 @@ def _write_lease(path, **record):
 
 
 # ------------------------------------------------------------ a lost lease
-def _pretrain_argv(tmp_path, output_dir, steps):
-    tl.write_tfrecords(str(tmp_path / "train.tfrecord"), 32, seed=3)
-    tl.tiny_config().to_json_file(str(tmp_path / "albert_config.json"))
-    return [f"--albert_config_file={tmp_path / 'albert_config.json'}", f"--input_file={tmp_path / 'train.tfrecord'}",
-            f"--output_dir={output_dir}", "--spm_model_file=", "--preset=", "--train_batch_size=8",
-            "--gradient_accumulation_steps=1", "--max_seq_length=16", "--max_predictions_per_seq=3",
-            f"--num_train_steps={steps}", "--num_warmup_steps=1", "--learning_rate=0.01",
-            "--save_checkpoints_steps=100", "--log_steps=1", "--do_train", "--nodo_eval", "--strategy=default",
-            "--mixed_precision=float32", "--init_checkpoint="]
-
-
 def test_a_lost_lease_stops_albert_pretrain_after_the_step_with_a_checkpoint_and_exit_75(tmp_path, monkeypatch):
     import flags.core_flags as albert_flags
     from albert_tf.bin import pretrain
@@ -91,7 +80,7 @@ def test_a_lost_lease_stops_albert_pretrain_after_the_step_with_a_checkpoint_and
     monkeypatch.setattr(reporting.MetricsLogger, "log", log)
     albert_flags.define_all_pretraining_flags()
     with pytest.raises(preemption.Preempted) as stopped:
-        _run_main(pretrain.main, "albert-pretrain", _pretrain_argv(tmp_path, output_dir, 6))
+        _run_main(pretrain.main, "albert-pretrain", tl.pretrain_argv(tmp_path, output_dir, 6))
     assert stopped.value.exit_code == 75 and stopped.value.step == 2
     assert str(stopped.value) == (
         f"stopped by the loss of the lease {lease} to other-run pid 7 on host-b since earlier after step 2: "
@@ -211,7 +200,7 @@ pretrain.run()
 def test_albert_pretrain_on_a_network_mount_refuses_another_hosts_lease_with_exit_75(fake_mounts):
     output_dir = fake_mounts / "nfs" / "run"
     _write_lease(str(output_dir / ".albert-lease"))
-    argv = _pretrain_argv(fake_mounts, output_dir, 2)
+    argv = tl.pretrain_argv(fake_mounts, output_dir, 2)
     done = subprocess.run([sys.executable, "-c", _PRETRAIN_ON_FAKED_MOUNTS, str(fake_mounts / "mounts")] + argv,
                           cwd=REPO, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True,
                           text=True, timeout=300)
