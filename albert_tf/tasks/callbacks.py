@@ -251,6 +251,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.data_pass = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_pass")
         self.pass_batch = tf.Variable(0, dtype=tf.int64, trainable=False, name="pass_batch")
         self._done = 0
+        self._saved_at: Optional[int] = None  # the batch count of this run's last save
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch,
                                                batches=self.batches, data_pass=self.data_pass,
                                                pass_batch=self.pass_batch, seed_states=seed_states(model))
@@ -287,10 +288,13 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.data_pass.assign(data_pass)
         self.pass_batch.assign(pass_batch)
         self._manager.save(checkpoint_number=self._done)
+        self._saved_at = self._done
 
     def save_now(self) -> str:
-        """Saves the state after the batches trained so far (on preemption); returns its path."""
-        self._save()
+        """Saves the state after the batches trained so far (on preemption), unless a periodic save of this
+        batch wrote it already (no second write inside the grace period); returns its path."""
+        if self._saved_at != self._done:
+            self._save()
         return self._manager.latest_checkpoint
 
     @property

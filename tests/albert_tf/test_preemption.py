@@ -280,3 +280,24 @@ def test_watcher_restores_the_handlers_and_a_second_signal_stops_at_once():
         assert caught == [signal.SIGTERM] * 2  # the previous handler is back
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_stop_on_a_batch_a_periodic_save_wrote_does_not_write_it_again(tmp_path):
+    """The grace period holds one write of the state, not two (review F15)."""
+    import keras
+
+    from albert_tf.tasks import callbacks as cb
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    resume = cb.ResumeCheckpoint(str(tmp_path), model, batches_per_pass=10, save_steps=2)
+    resume.set_model(model)
+    resume.set_params({"steps": 10})
+    writes = []
+    original = resume._manager.save
+    resume._manager.save = lambda **kw: writes.append(kw) or original(**kw)
+    resume.on_train_batch_end(0)
+    resume.on_train_batch_end(1)  # the periodic save of batch 2
+    assert resume.save_now().endswith("ckpt-2") and len(writes) == 1
+    resume.on_train_batch_end(2)
+    assert resume.save_now().endswith("ckpt-3") and len(writes) == 2  # a batch not saved yet is written
