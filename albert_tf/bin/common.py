@@ -34,6 +34,7 @@ import importlib.util
 import logging as std_logging
 import os
 import re
+import signal
 import sys
 import tempfile
 from typing import Callable
@@ -369,6 +370,27 @@ def preempted_types() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+class SignalStop(KeyboardInterrupt):
+    """SIGTERM outside the training loop's watcher (loading, final outputs, a second signal), raised by the
+    binaries' own handler; a KeyboardInterrupt, so that no `except Exception` of library code swallows it."""
+
+
+def _raise_signal_stop(signum, frame) -> None:
+    raise SignalStop(signal.Signals(signum).name)
+
+
+def signal_stop_line(name: str, error: KeyboardInterrupt) -> str:
+    """The one line of a SIGTERM / SIGINT that came outside a training step (exit code 75).
+
+    >>> signal_stop_line("albert-pretrain", SignalStop("SIGTERM"))[:62]
+    'albert-pretrain: stopped by SIGTERM outside a training step (w'
+    """
+    which = str(error) if isinstance(error, SignalStop) else "SIGINT"
+    return (f"{name}: stopped by {which} outside a training step (while starting, while writing the final "
+            "outputs, or on a second signal); nothing incomplete is taken for complete: run the same command "
+            "again to go on from the last checkpoint (exit code 75).")
+
+
 def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:
     """Defines the binary's flags, parses them and runs `main` the albert-tf way.
 
@@ -411,10 +433,18 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
     def guarded_main(argv):
         if FLAGS.verbosity < 1:  # --verbosity=1 shows TensorFlow's notices too
             hide_internal_notices()
+        # SIGTERM outside the training loop (whose watcher checkpoints the step): one line and exit 75, and the
+        # `finally` blocks run (a remote lease is given back), instead of a silent death.
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _raise_signal_stop)
         try:
             return main(argv)
         except app.UsageError:
             raise
+        except KeyboardInterrupt as error:  # SIGINT (Ctrl-C) or SIGTERM outside a training step
+            sys.stderr.write(signal_stop_line(name, error) + "\n")
+            sys.stderr.flush()
+            sys.exit(75)
         except preempted_types() as error:  # a checkpoint was written: "try again later"
             sys.stderr.write(f"{name}: {error}\n")
             sys.stderr.flush()

@@ -301,3 +301,30 @@ def test_a_stop_on_a_batch_a_periodic_save_wrote_does_not_write_it_again(tmp_pat
     assert resume.save_now().endswith("ckpt-2") and len(writes) == 1
     resume.on_train_batch_end(2)
     assert resume.save_now().endswith("ckpt-3") and len(writes) == 2  # a batch not saved yet is written
+
+
+# Signals its own process while albert-pretrain checks its files (before the training loop), then runs on.
+_PRETRAIN_SIGNALLED_AT_START = """
+import signal, sys
+from albert_tf.bin import pretrain
+original = pretrain._check_files
+
+def check_files(*args):
+    signal.raise_signal(signal.SIGTERM)
+    return original(*args)
+
+pretrain._check_files = check_files
+sys.argv = ["albert-pretrain"] + sys.argv[1:]
+pretrain.run()
+"""
+
+
+def test_a_sigterm_before_the_training_loop_ends_in_one_line_and_exit_75(workdir, tmp_path):
+    """Before, the process died of the signal with no line (rc -15), a remote lease left behind (review F12)."""
+    done = _run([sys.executable, "-c", _PRETRAIN_SIGNALLED_AT_START] + _pretrain_flags(workdir, tmp_path / "run", 2))
+    assert done.returncode == 75, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("albert-pretrain: ")]
+    assert lines == ["albert-pretrain: stopped by SIGTERM outside a training step (while starting, while writing "
+                     "the final outputs, or on a second signal); nothing incomplete is taken for complete: run the "
+                     "same command again to go on from the last checkpoint (exit code 75)."], done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and not list((tmp_path / "run").glob("ckpt-*"))
