@@ -382,13 +382,12 @@ def _raise_signal_stop(signum, frame) -> None:
 def signal_stop_line(name: str, error: KeyboardInterrupt) -> str:
     """The one line of a SIGTERM / SIGINT that came outside a training step (exit code 75).
 
-    >>> signal_stop_line("albert-pretrain", SignalStop("SIGTERM"))[:62]
-    'albert-pretrain: stopped by SIGTERM outside a training step (w'
+    >>> signal_stop_line("albert-pretrain", SignalStop("SIGTERM"))[:60]
+    'albert-pretrain: stopped by SIGTERM outside a training step;'
     """
     which = str(error) if isinstance(error, SignalStop) else "SIGINT"
-    return (f"{name}: stopped by {which} outside a training step (while starting, while writing the final "
-            "outputs, or on a second signal); nothing incomplete is taken for complete: run the same command "
-            "again to go on from the last checkpoint (exit code 75).")
+    return (f"{name}: stopped by {which} outside a training step; nothing incomplete is taken for complete: "
+            "run the same command again to go on (exit code 75).")
 
 
 def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:

@@ -324,7 +324,6 @@ def test_a_sigterm_before_the_training_loop_ends_in_one_line_and_exit_75(workdir
     done = _run([sys.executable, "-c", _PRETRAIN_SIGNALLED_AT_START] + _pretrain_flags(workdir, tmp_path / "run", 2))
     assert done.returncode == 75, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("albert-pretrain: ")]
-    assert lines == ["albert-pretrain: stopped by SIGTERM outside a training step (while starting, while writing "
-                     "the final outputs, or on a second signal); nothing incomplete is taken for complete: run the "
-                     "same command again to go on from the last checkpoint (exit code 75)."], done.stderr[-3000:]
+    assert lines == ["albert-pretrain: stopped by SIGTERM outside a training step; nothing incomplete is taken "
+                     "for complete: run the same command again to go on (exit code 75)."], done.stderr[-3000:]
     assert "Traceback" not in done.stderr and not list((tmp_path / "run").glob("ckpt-*"))
