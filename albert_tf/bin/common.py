@@ -37,6 +37,7 @@ import re
 import signal
 import sys
 import tempfile
+import threading
 from typing import Callable
 
 from absl import app, flags, logging
@@ -434,7 +435,8 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             hide_internal_notices()
         # SIGTERM outside the training loop (whose watcher checkpoints the step): one line and exit 75, and the
         # `finally` blocks run (a remote lease is given back), instead of a silent death.
-        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _raise_signal_stop)
         try:
             return main(argv)
@@ -461,5 +463,8 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             sys.stderr.write(f"{name}: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
+        finally:
+            if signal.getsignal(signal.SIGTERM) is _raise_signal_stop:  # a process that goes on gets it back
+                signal.signal(signal.SIGTERM, previous)
 
     app.run(guarded_main, flags_parser=parse_flags)
