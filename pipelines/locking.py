@@ -350,6 +350,9 @@ class FolderLock:
         while not self._stop.wait(self.heartbeat_seconds):
             try:
                 current = self._read_lease()
+                if not current:  # missing or torn: read again before calling it lost (a rename may be under way)
+                    time.sleep(min(1.0, self.heartbeat_seconds / 4))
+                    current = self._read_lease()
                 if not current or current.get("token") != self._record["token"]:
                     holder = describe(current) if current else "nobody (it was removed)"
                     logging.error("Lost the lease %s to %s: another writer took the folder over.",

@@ -70,11 +70,11 @@ def test_a_lost_lease_stops_albert_pretrain_after_the_step_with_a_checkpoint_and
     def log(self, step):  # another run takes the folder over after step 2 (a stall made our lease stale)
         original_log(self, step)
         if step == 2:
-            _write_lease(lease)
             deadline = time.time() + 60
-            while not held[0].lost:
+            while not held[0].lost:  # written again while the heartbeat's own refresh may land over it
                 assert time.time() < deadline, "the heartbeat never saw the new lease"
-                time.sleep(0.05)
+                _write_lease(lease)
+                time.sleep(0.5)
 
     monkeypatch.setattr(locking.FolderLock, "acquire", acquire)
     monkeypatch.setattr(reporting.MetricsLogger, "log", log)
