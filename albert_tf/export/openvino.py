@@ -222,9 +222,9 @@ def publish_folder(local_dir: str, final_dir: str) -> None:
     >>> tf.io.gfile.listdir("ram://doctest-openvino/1")
     ['model.xml']
     """
-    import uuid
-
     import tensorflow as tf
+
+    from albert_tf.export.versions import publish, remove_staging, staging_name
 
     parent = os.path.dirname(final_dir.rstrip("/"))
     tf.io.gfile.makedirs(parent)
@@ -233,22 +233,16 @@ def publish_folder(local_dir: str, final_dir: str) -> None:
     if "://" not in final_dir:
         shutil.move(local_dir, final_dir)
         return
-    staging = os.path.join(parent, f".tmp-{os.path.basename(final_dir)}-{uuid.uuid4().hex[:8]}")
-    names = sorted((os.path.relpath(os.path.join(root, name), local_dir)  # this process's temporary folder
-                    for root, _, files in os.walk(local_dir) for name in files),
-                   key=lambda name: (name == MODEL_FILE, name))
+    staging = staging_name(final_dir)
+    names = [os.path.relpath(os.path.join(root, name), local_dir)  # this process's temporary folder
+             for root, _, files in os.walk(local_dir) for name in files]
     try:
         for name in names:
             tf.io.gfile.makedirs(os.path.dirname(os.path.join(staging, name)))
             tf.io.gfile.copy(os.path.join(local_dir, name), os.path.join(staging, name))
-        for name in names:
-            tf.io.gfile.makedirs(os.path.dirname(os.path.join(final_dir, name)))
-            tf.io.gfile.rename(os.path.join(staging, name), os.path.join(final_dir, name))
+        publish(staging, final_dir, last=MODEL_FILE)  # file by file, model.xml last
     finally:
-        try:
-            tf.io.gfile.rmtree(staging)
-        except tf.errors.OpError:  # already empty; some file systems keep no folder objects
-            pass
+        remove_staging(staging)
 
 
 @contextlib.contextmanager

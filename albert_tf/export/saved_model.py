@@ -14,7 +14,7 @@ from albert_tf.config import DEFAULT_MAX_SEQ_LENGTH, max_seq_length_for  # noqa:
 from albert_tf.export.assets import _write_assets
 from albert_tf.export.base import IdsOnlyPacking, has_tokenizer
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
-from albert_tf.export.versions import _choose_version, release_version
+from albert_tf.export.versions import _choose_version, publish, release_version, remove_staging, staging_name
 from albert_tf.export.warmup import write_warmup_requests
 # Frozen weights live in the graph's protocol buffer, which cannot exceed 2 GB.
 FREEZE_WEIGHTS_MAX_BYTES = 1 << 30
@@ -132,10 +132,8 @@ def _write_version(serving, model, preprocessor, export_dir: str, version: int) 
     """Writes export_dir/version whole or not at all: a temporary folder, renamed when complete."""
     final_dir = os.path.join(export_dir, str(version))
     # TF Serving only loads numeric folder names: the temporary one is ignored.
-    tmp_dir = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    tmp_dir = staging_name(final_dir)
     tf.io.gfile.makedirs(export_dir)
-    if tf.io.gfile.exists(tmp_dir):
-        tf.io.gfile.rmtree(tmp_dir)
     try:
         with _quiet_tensorflow_logger():
             signatures = serving.signatures()
@@ -143,12 +141,9 @@ def _write_version(serving, model, preprocessor, export_dir: str, version: int) 
         _write_assets(tmp_dir, model, preprocessor, serving)
         # assets.extra/tf_serving_warmup_requests (when tensorflow-serving-api is installed)
         write_warmup_requests(tmp_dir, signatures, os.path.basename(os.path.normpath(export_dir)))
-        if tf.io.gfile.exists(final_dir):
-            raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
-        tf.io.gfile.rename(tmp_dir, final_dir, overwrite=False)
+        publish(tmp_dir, final_dir, last="saved_model.pb")  # remote: file by file, saved_model.pb last
     finally:
-        if tf.io.gfile.exists(tmp_dir):
-            tf.io.gfile.rmtree(tmp_dir)
+        remove_staging(tmp_dir)
         release_version(export_dir, version)  # the folder is in place (or the export failed)
     return final_dir
 

@@ -44,6 +44,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.preemption import Preempted, PreemptionWatcher
 from albert_tf.training import data_service
 from albert_tf.training import train_input as train_input_lib
+from albert_tf.training.agreement import check_workers_agree
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
     OptimizationConfig,
@@ -114,6 +115,8 @@ class _Saver:
         if self.chief:
             self.last = path
             logging.info("Saved checkpoint %s", path)
+        # A non-chief worker's manager keeps only its newest copy (max_to_keep=1): a resume reads this
+        # worker's input position from it (train_input.own_checkpoint), the weights from the chief's.
         return path
 
 
@@ -223,8 +226,9 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
 
     keras.utils.set_random_seed(runtime.seed)
     state = TrainState.create(config, optimization, precision, strategy,
-                              ckpt_dir, runtime.keep_checkpoint_max)
+                              ckpt_dir, runtime.keep_checkpoint_max if chief else 1)
     latest = restore_or_warm_start(state, output_dir, init_checkpoint, config, allow_partial_init)
+    check_workers_agree(strategy, state.step, int(state.recovery.data_offset.numpy()), latest, output_dir)
     check_run_settings(
         output_dir, run_settings(optimization, replicas, data.max_seq_length,
                                  data.max_predictions_per_seq, runtime.seed,

@@ -158,7 +158,8 @@ class TrainState:
 def restore_or_warm_start(state: TrainState, output_dir: str,
                           init_checkpoint: Optional[str],
                           config: AlbertConfig, allow_partial: bool = False) -> Optional[str]:
-    """Resumes from output_dir's latest checkpoint, else warm-starts.
+    """Resumes from output_dir's latest checkpoint (or, when it cannot be read, the newest one that
+    can: `albert_tf.checkpoint_fallback`), else warm-starts.
 
     Args:
         allow_partial: let a warm start from a model of another shape load only
@@ -167,9 +168,13 @@ def restore_or_warm_start(state: TrainState, output_dir: str,
     Returns:
         The checkpoint resumed from, or None for a fresh (or warm) start.
     """
-    latest = tf.train.latest_checkpoint(output_dir)
+    from albert_tf.checkpoint_fallback import UnreadableCheckpoints, restore_newest_readable
+
+    try:  # a corrupt latest checkpoint: the previous one, with a WARNING naming it
+        latest = restore_newest_readable(state.restore, output_dir)
+    except UnreadableCheckpoints as e:
+        raise TrainingError(str(e)) from e
     if latest:
-        state.restore(latest)
         skipped = int(state.recovery.data_offset.numpy())
         logging.info("Resumed from step %d (%s)%s", state.step, latest,
                      f"; {skipped} input batch(es) skipped by rollbacks" if skipped else "")

@@ -34,6 +34,8 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
     # Machine facts, not user paths.
     ("albert_tf/runtime.py", "_cpu_flags", "open"): "/proc/cpuinfo",
     ("albert_tf/bin/common.py", "_start_tensorflow_quietly", "os.path.exists"): "/proc/driver/nvidia",
+    ("pipelines/locking.py", "_process_start_unix", "open"): "/proc/<pid>/stat and /proc/stat",
+    ("pipelines/locking.py", "network_filesystem", "open"): "/proc/mounts",
     ("albert_tf/bin/faults.py", "disk_full_message", "os.path.isdir"):
         "free space of a local disk (shutil.disk_usage); guarded by '://' not in folder",
     ("pipelines/fileio.py", "absolute", "os.path.abspath"): "the helper itself: URLs are returned as given",

@@ -4,7 +4,6 @@ kill, mirrored and multi-worker runs, logs/summaries/eval output, bad input."""
 import concurrent.futures
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -349,18 +348,8 @@ def test_mirrored_two_cpu_replicas_equal_one_device(data, tmp_path):
     _assert_weights_close(got, _reference_big_batch(data, steps=3, batch=8))
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_multi_worker_mirrored_two_processes(data, tmp_path):
-    ports = _free_ports(2)
+    ports = tl.free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for index in range(2):
