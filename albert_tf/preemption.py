@@ -31,6 +31,30 @@ from absl import logging
 EXIT_PREEMPTED = 75  # EX_TEMPFAIL: the run can be continued by the same command
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+# The entered watchers, and a stop requested while none was (`request_stop`).
+_ACTIVE: list = []
+_PENDING: list = []
+_REGISTRY_LOCK = threading.Lock()
+
+
+def request_stop(reason: str) -> None:
+    """Asks the training loop to stop after its current step with a checkpoint, as a signal does.
+
+    Thread-safe (the lease's heartbeat thread calls it when another writer took
+    the output folder over); a request made while no `PreemptionWatcher` is
+    active is taken by the next one entered.
+
+    Args:
+        reason: what stopped the run, for the line (e.g. "the loss of the lease ...").
+    """
+    with _REGISTRY_LOCK:
+        watchers = list(_ACTIVE)
+        if not watchers:
+            _PENDING.append(reason)
+    logging.warning("Stop requested: %s; finishing the current step, then writing a checkpoint.", reason)
+    for watcher in watchers:
+        watcher.request(reason, announce=False)
+
 
 class Preempted(Exception):
     """Training stopped on a signal after writing a checkpoint.
@@ -91,12 +115,13 @@ class PreemptionWatcher:
             return self._received
         return "another worker's signal" if self._agreed else None
 
-    def request(self, name: str = "a stop request") -> None:
-        """Asks the loop to stop after the current step (what the handler does)."""
+    def request(self, name: str = "a stop request", announce: bool = True) -> None:
+        """Asks the loop to stop after the current step (what the handler does; `announce`: log it)."""
         if self._received is None:
             self._received = name
-            logging.warning("%s received: finishing the current step, then writing a checkpoint "
-                            "(send it again to stop at once).", name)
+            if announce:
+                logging.warning("%s received: finishing the current step, then writing a checkpoint "
+                                "(send it again to stop at once).", name)
 
     def _handle(self, signum, frame) -> None:
         if self._received is not None:  # the second signal: stop at once
@@ -124,9 +149,18 @@ class PreemptionWatcher:
                 if signal.getsignal(signum) is signal.SIG_IGN:
                     continue  # e.g. SIGINT of a background job: it stays ignored
                 self._previous[signum] = signal.signal(signum, self._handle)
+        with _REGISTRY_LOCK:
+            _ACTIVE.append(self)
+            pending = list(_PENDING)
+            _PENDING.clear()
+        for reason in pending:
+            self.request(reason, announce=False)
         return self
 
     def __exit__(self, *exc) -> None:
+        with _REGISTRY_LOCK:
+            if self in _ACTIVE:
+                _ACTIVE.remove(self)
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()

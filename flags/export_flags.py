@@ -61,6 +61,10 @@ def define_export_flags() -> None:
     _define(flags.DEFINE_integer, "max_answer_length", None,
             "span_qa: longest answer, in SentencePiece pieces. Default: the fine-tuned model's "
             "(task_config.json), else 30.", lower_bound=1)
+    _define(flags.DEFINE_integer, "n_best_size", None,
+            "span_qa (SQuAD v1 heads): an answer starts at one of each window's n highest start logits and ends "
+            "at one of its n highest end logits, as fine-tuning's predictions.json. Default: the fine-tuned "
+            "model's (task_config.json), else 20.", lower_bound=1)
     _define(flags.DEFINE_bool, "freeze_weights", None,
             "--format=savedmodel: write the weights as graph constants (no variables), which oneDNN "
             "runs faster (1.24x on an AMX CPU); the SavedModel cannot then be trained further. "

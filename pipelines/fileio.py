@@ -28,6 +28,7 @@ import contextlib
 import errno
 import json
 import os
+import uuid
 from typing import Any, Iterator, IO
 
 import tensorflow as tf
@@ -77,9 +78,10 @@ def makedirs(path: str) -> None:
 
 
 def temporary_path(path: str) -> str:
-    """The temporary name `atomic_write` uses for `path` (unique per process)."""
+    """The temporary name `atomic_write` uses for `path` (unique per call: a uuid, since processes of two
+    hosts writing one remote file may share a pid)."""
     head, tail = os.path.split(path)
-    return os.path.join(head, f".{tail}.tmp-{os.getpid()}")
+    return os.path.join(head, f".{tail}.tmp-{uuid.uuid4().hex[:12]}")
 
 
 @contextlib.contextmanager

@@ -26,6 +26,23 @@ The rule:
   agree to well under the stale time (NTP). Object stores offer no atomic
   create through tf.io.gfile, so the lease is a strong guard, not a proof.
 
+* **A lost lease stops the run**: when the heartbeat finds another writer's
+  lease in place of its own, the lock calls `on_lost` (the binaries pass
+  `albert_tf.preemption.request_stop`: the training loop finishes its step,
+  writes its checkpoint and exits 75 with one line naming the new holder).
+* **Who is dead**: a lease of this host whose pid is gone, is this process's
+  own pid (a restarted container's new process often gets the old one's pid)
+  without being one of its locks, or belongs to a process started after the
+  lease was taken (`/proc/<pid>/stat`): taken over at once.
+* **A refusal that may clear by itself** (the holder is on another host, or
+  cannot be checked, and may have died since its last heartbeat) is
+  `LeaseMayBeStale`, exit code 75 in the binaries, and names the time at
+  which the lease is free if its holder is gone.
+* **Mounts that look local**: a folder on a FUSE or network file system
+  (`/proc/mounts`: fuse.*, nfs, cifs, smb*, 9p, lustre, ceph, ...) gets the
+  lease, as a remote folder does, with a WARNING line: flock there is per
+  host at best (gcsfuse's `/gcs/...` of Vertex AI), or unsupported.
+
 Workers that write to their own files share a folder: `lock_name` gives each
 (worker, number of workers) its own lock file.
 
@@ -51,7 +68,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from absl import logging
 
@@ -59,10 +76,25 @@ LOCK_FILENAME = ".albert-lock"
 LEASE_FILENAME = ".albert-lease"
 HEARTBEAT_SECONDS = 30.0
 STALE_HEARTBEATS = 4
+EXIT_TRY_AGAIN = 75  # EX_TEMPFAIL, as for a preempted run
+MOUNTS_FILE = "/proc/mounts"
+# File system types (/proc/mounts) on which flock is per host at best, or missing.
+NETWORK_FS_PREFIXES = ("fuse", "nfs", "cifs", "smb", "9p", "lustre", "ceph", "glusterfs", "gpfs", "beegfs",
+                       "afs", "davfs", "sshfs", "s3fs", "gcsfuse", "virtiofs")
+# Leases of this process's live FolderLocks (their tokens): our pid in a lease with another token is a
+# previous process's, given our pid again (a restarted container).
+_OWN_TOKENS = set()
 
 
 class FolderLocked(OSError):
     """Another live process holds the folder (the message names it)."""
+
+
+class LeaseMayBeStale(FolderLocked):
+    """A remote lease whose holder cannot be checked from here: it may have died since its last heartbeat.
+    The binaries exit with `exit_code` (75, "try again later"); the message says when the lease is free."""
+
+    exit_code = EXIT_TRY_AGAIN
 
 
 def lock_name(worker_index: int = 0, num_workers: int = 1) -> str:
@@ -99,6 +131,61 @@ def _pid_alive(pid) -> bool:
     return True
 
 
+def _process_start_unix(pid) -> Optional[float]:
+    """When process `pid` of this host started (Unix time, about 1 s precise), or None when unknown."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, after "pid (comm)"
+        with open("/proc/stat", encoding="ascii") as f:
+            boot = next(float(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, TypeError, IndexError, StopIteration):
+        return None
+
+
+def holder_is_gone(record: Dict) -> Optional[str]:
+    """Why the lease `record` of this host belongs to no running holder, or None when it may.
+
+    Gone: its pid is not running, is this process's own without one of its
+    locks' tokens, or started after the lease was taken (a reused pid).
+    """
+    pid = record.get("pid")
+    if record.get("host") != socket.gethostname():
+        return None
+    if not _pid_alive(pid):
+        return "its process is gone"
+    if pid == os.getpid() and record.get("token") not in _OWN_TOKENS:
+        return f"its pid {pid} is this process's own (a restart given the same pid)"
+    started = _process_start_unix(pid)
+    taken = record.get("started_unix")
+    if started is not None and isinstance(taken, (int, float)) and started > taken + 2.0:
+        return f"pid {pid} is another process now (started after the lease was taken)"
+    return None
+
+
+def network_filesystem(path: str) -> Optional[Tuple[str, str]]:
+    """(fstype, mount point) of the FUSE or network file system that holds local `path`, else None.
+
+    Reads `MOUNTS_FILE` (/proc/mounts); the longest mount point that contains
+    the path decides. None where the file cannot be read (not Linux).
+    """
+    try:
+        with open(MOUNTS_FILE, encoding="utf-8", errors="replace") as f:
+            mounts = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return None
+    path = os.path.realpath(path)
+    best = None
+    for point, fstype in mounts:
+        point = point.replace("\\040", " ")
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[1])):
+            best = (fstype, point)
+    if best and best[0].lower().startswith(NETWORK_FS_PREFIXES):
+        return best
+    return None
+
+
 def _parse(text: str) -> Optional[Dict]:
     try:
         record = json.loads(text)
@@ -116,16 +203,29 @@ class FolderLock:
         name: the lock (or lease) file's name in the folder, `lock_name()`.
         heartbeat_seconds: remote folders: the lease's refresh interval.
         stale_heartbeats: remote folders: a lease this many heartbeats old is stale.
+        on_lost: remote folders: called (from the heartbeat thread) with a
+            phrase naming the lease and its new holder when another writer
+            took the folder over.
     """
 
     def __init__(self, folder: str, program: str, name: Optional[str] = None,
-                 heartbeat_seconds: float = HEARTBEAT_SECONDS, stale_heartbeats: int = STALE_HEARTBEATS):
+                 heartbeat_seconds: Optional[float] = None, stale_heartbeats: Optional[int] = None,
+                 on_lost: Optional[Callable[[str], None]] = None):
+        heartbeat_seconds = HEARTBEAT_SECONDS if heartbeat_seconds is None else heartbeat_seconds
+        stale_heartbeats = STALE_HEARTBEATS if stale_heartbeats is None else stale_heartbeats
         if heartbeat_seconds <= 0 or stale_heartbeats < 1:
             raise ValueError(f"heartbeat_seconds must be > 0 and stale_heartbeats >= 1, got "
                              f"{heartbeat_seconds!r} and {stale_heartbeats!r}.")
         self.folder = folder[len("file://"):] if folder.startswith("file://") else folder
         self.program = program
+        self.on_lost = on_lost
         self.local = is_local(folder)
+        mount = network_filesystem(self.folder) if self.local else None
+        if mount:
+            self.local = False
+            logging.warning("%s is on a %s file system (mounted at %s): one writer per folder is kept with a "
+                            "heartbeat lease, as for gs://, not with flock (per host at best there).",
+                            self.folder, mount[0], mount[1])
         default = LOCK_FILENAME if self.local else LEASE_FILENAME
         if name and not self.local:
             name = name.replace(LOCK_FILENAME, LEASE_FILENAME)
@@ -151,6 +251,15 @@ class FolderLock:
         return FolderLocked(
             f"{self.folder} is in use by {who} ({kind} {self.path}{detail}): one writer per folder. "
             "Wait for it to finish, stop it, or use another output folder.")
+
+    def _refuse_maybe_stale(self, holder: Dict, age: float) -> LeaseMayBeStale:
+        free = float(holder.get("heartbeat_unix", 0)) + self.stale_seconds
+        when = datetime.datetime.fromtimestamp(free, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return LeaseMayBeStale(
+            f"{self.folder} is in use by {describe(holder)} (lease {self.path}, heartbeat {age:.0f} s ago; "
+            f"stale after {self.stale_seconds:.0f} s): one writer per folder. If that run is gone, the lease "
+            f"is free at {when} (in {max(0.0, free - time.time()):.0f} s): run the same command again then "
+            f"(exit code {EXIT_TRY_AGAIN}); else stop it, or use another output folder.")
 
     # ----------------------------------------------------------- local
     def _open_locked(self) -> int:
@@ -217,16 +326,21 @@ class FolderLock:
         holder = self._read_lease()
         if holder:
             age = time.time() - float(holder.get("heartbeat_unix", 0))
-            dead_here = holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid"))
-            if age < self.stale_seconds and not dead_here:
-                raise self._refuse(holder, f", heartbeat {age:.0f} s ago; stale after {self.stale_seconds:.0f} s")
+            gone = holder_is_gone(holder)
+            if age < self.stale_seconds and not gone:
+                if holder.get("host") == socket.gethostname():  # a running process of this host
+                    raise self._refuse(holder, f", heartbeat {age:.0f} s ago; stale after "
+                                               f"{self.stale_seconds:.0f} s")
+                raise self._refuse_maybe_stale(holder, age)
             logging.warning("Took over the stale lease %s of %s (%s).", self.path, describe(holder),
-                            "its process is gone" if dead_here else f"last heartbeat {age:.0f} s ago")
+                            gone or f"last heartbeat {age:.0f} s ago")
         self._record = self._new_record()
+        _OWN_TOKENS.add(self._record["token"])
         self._write_lease()
         time.sleep(min(1.0, self.heartbeat_seconds / 4))  # let a writer that raced us land
         now = self._read_lease()
         if not now or now.get("token") != self._record["token"]:
+            _OWN_TOKENS.discard(self._record["token"])
             self._record = None
             raise self._refuse(now, ", taken at the same moment")
         self._thread = threading.Thread(target=self._heartbeat, name="albert-lease-heartbeat", daemon=True)
@@ -236,10 +350,16 @@ class FolderLock:
         while not self._stop.wait(self.heartbeat_seconds):
             try:
                 current = self._read_lease()
+                if not current:  # missing or torn: read again before calling it lost (a rename may be under way)
+                    time.sleep(min(1.0, self.heartbeat_seconds / 4))
+                    current = self._read_lease()
                 if not current or current.get("token") != self._record["token"]:
-                    self.lost = True
+                    holder = describe(current) if current else "nobody (it was removed)"
                     logging.error("Lost the lease %s to %s: another writer took the folder over.",
-                                  self.path, describe(current) if current else "nobody (it was removed)")
+                                  self.path, holder)
+                    if self.on_lost is not None:
+                        self.on_lost(f"the loss of the lease {self.path} to {holder}")
+                    self.lost = True
                     return
                 self._record["heartbeat_unix"] = time.time()
                 self._write_lease()
@@ -255,6 +375,7 @@ class FolderLock:
         current = self._read_lease()
         if current and current.get("token") == self._record["token"]:
             tf.io.gfile.remove(self.path)
+        _OWN_TOKENS.discard(self._record["token"])
         self._record = None
 
     # ----------------------------------------------------------- both

@@ -384,8 +384,8 @@ def _log_skipped(report: ShardReport) -> None:
     from absl import logging
 
     logging.warning("--skip_corrupt_records: a corrupt or truncated record ends its file's reading "
-                    "(tf.data cannot resync inside a TFRecord file); TensorFlow logs each at WARNING "
-                    "(TF_CPP_MIN_LOG_LEVEL=1 shows them).")
+                    "(tf.data cannot resync inside a TFRecord file); each such end is logged with its file, "
+                    "record and byte as it is read.")
     lost = 0
     for path, expected in sorted(report.bad.items()):
         readable = readable_records(path)

@@ -362,8 +362,14 @@ def _records(files: List[str], num_pipelines: int, pipeline_id: int, is_training
 
     def read(path):
         comp = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
-        records = tf.data.TFRecordDataset(path, compression_type=comp)
-        return records.ignore_errors(log_warning=True) if skip_corrupt_records else records
+        return tf.data.TFRecordDataset(path, compression_type=comp)
+
+    if skip_corrupt_records:  # each skip logged with its file, in the first pass (pipelines/corrupt_records.py)
+        from pipelines.corrupt_records import reader_logging_skips
+
+        read_logging, ds = reader_logging_skips(files), ds.enumerate()
+        share = len(files[pipeline_id::num_pipelines]) if num_pipelines > 1 and not shard_records else len(files)
+        read = lambda index, path: read_logging(path, index < share)  # noqa: E731
 
     no_autograph = tf.autograph.experimental.do_not_convert
     ds = ds.interleave(no_autograph(read), cycle_length=max(1, min(cycle_length, len(files))),

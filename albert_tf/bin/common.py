@@ -34,8 +34,10 @@ import importlib.util
 import logging as std_logging
 import os
 import re
+import signal
 import sys
 import tempfile
+import threading
 from typing import Callable
 
 from absl import app, flags, logging
@@ -356,9 +358,37 @@ def library_error_types() -> tuple[type[BaseException], ...]:
 
 
 def preempted_types() -> tuple[type[BaseException], ...]:
-    """`albert_tf.preemption.Preempted` once imported (SIGTERM/SIGINT: exit code 75, one line)."""
+    """Errors that mean "try again later" (exit code 75, one line), once imported:
+    `albert_tf.preemption.Preempted` (SIGTERM/SIGINT, a lost lease) and
+    `pipelines.locking.LeaseMayBeStale` (a refusal that clears if the holder is gone)."""
+    found = []
     preemption = sys.modules.get("albert_tf.preemption")
-    return (preemption.Preempted,) if preemption is not None else ()
+    if preemption is not None:
+        found.append(preemption.Preempted)
+    locking = sys.modules.get("pipelines.locking")
+    if locking is not None:
+        found.append(locking.LeaseMayBeStale)
+    return tuple(found)
+
+
+class SignalStop(KeyboardInterrupt):
+    """SIGTERM outside the training loop's watcher (loading, final outputs, a second signal), raised by the
+    binaries' own handler; a KeyboardInterrupt, so that no `except Exception` of library code swallows it."""
+
+
+def _raise_signal_stop(signum, frame) -> None:
+    raise SignalStop(signal.Signals(signum).name)
+
+
+def signal_stop_line(name: str, error: KeyboardInterrupt) -> str:
+    """The one line of a SIGTERM / SIGINT that came outside a training step (exit code 75).
+
+    >>> signal_stop_line("albert-pretrain", SignalStop("SIGTERM"))[:60]
+    'albert-pretrain: stopped by SIGTERM outside a training step;'
+    """
+    which = str(error) if isinstance(error, SignalStop) else "SIGINT"
+    return (f"{name}: stopped by {which} outside a training step; nothing incomplete is taken for complete: "
+            "run the same command again to go on (exit code 75).")
 
 
 def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], None], name: str, doc: str) -> None:
@@ -403,10 +433,19 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
     def guarded_main(argv):
         if FLAGS.verbosity < 1:  # --verbosity=1 shows TensorFlow's notices too
             hide_internal_notices()
+        # SIGTERM outside the training loop (whose watcher checkpoints the step): one line and exit 75, and the
+        # `finally` blocks run (a remote lease is given back), instead of a silent death.
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_DFL and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _raise_signal_stop)
         try:
             return main(argv)
         except app.UsageError:
             raise
+        except KeyboardInterrupt as error:  # SIGINT (Ctrl-C) or SIGTERM outside a training step
+            sys.stderr.write(signal_stop_line(name, error) + "\n")
+            sys.stderr.flush()
+            sys.exit(75)
         except preempted_types() as error:  # a checkpoint was written: "try again later"
             sys.stderr.write(f"{name}: {error}\n")
             sys.stderr.flush()
@@ -424,5 +463,8 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
             sys.stderr.write(f"{name}: {message}\n")
             sys.stderr.flush()
             sys.exit(1)
+        finally:
+            if signal.getsignal(signal.SIGTERM) is _raise_signal_stop:  # a process that goes on gets it back
+                signal.signal(signal.SIGTERM, previous)
 
     app.run(guarded_main, flags_parser=parse_flags)

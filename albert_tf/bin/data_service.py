@@ -75,6 +75,8 @@ def main(argv) -> None:
                                                FLAGS.worker_address)
         except ValueError as e:
             raise app.UsageError(str(e)) from None
+        except RuntimeError as e:  # the dispatcher refused the worker (or could not be reached): one line
+            raise ValueError(worker_refused_message(e, FLAGS.dispatcher_address)) from None
         # _address: where the worker listens (the chosen port when --port=0).
         address = getattr(server, "_address", f"localhost:{FLAGS.port}")
         logging.warning("%s", data_service.exposure_warning(
@@ -82,6 +84,23 @@ def main(argv) -> None:
             int(FLAGS.dispatcher_address.rsplit(":", 1)[1])))
         logging.info("Worker at %s serving for %s", address, FLAGS.dispatcher_address)
     server.join()
+
+
+def worker_refused_message(error: BaseException, dispatcher_address: str) -> str:
+    """One line for a worker that could not start (TensorFlow raises a RuntimeError of several lines).
+
+    >>> worker_refused_message(RuntimeError("Failed to perform worker heartbeat: Failed to assign an index "
+    ...     "for worker otherhost:5999. Configured workers list: [localhost:5000]\\n  more"), "grpc://h:5050")
+    "The dispatcher at grpc://h:5050 refused this worker: Failed to assign an index for worker otherhost:5999. \
+Configured workers list: [localhost:5000]. Start the worker with --worker_address set to its entry in the \
+dispatcher's --worker_addresses."
+    """
+    reason = " ".join(str(error).split("\n")[0].split())
+    reason = reason.split("heartbeat: ", 1)[-1].rstrip(".")
+    if "assign an index" in reason:
+        return (f"The dispatcher at {dispatcher_address} refused this worker: {reason}. Start the worker with "
+                "--worker_address set to its entry in the dispatcher's --worker_addresses.")
+    return f"The worker could not start with the dispatcher at {dispatcher_address}: {reason}."
 
 
 def run() -> None:

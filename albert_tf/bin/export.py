@@ -55,7 +55,15 @@ def _load_model(head: str):
         if spm is None:
             logging.info("No SentencePiece model: an ids-only export without assets/spm.model%s.",
                          " and without top_k_pieces" if head == "pretrainer" else "")
-        pretrainer = albert_tf.load_checkpoint(FLAGS.checkpoint)
+        from albert_tf.checkpoints import load_checkpoint_with_report
+
+        pretrainer, missing = load_checkpoint_with_report(FLAGS.checkpoint)
+        masked_lm = [name for name in missing if name.startswith("cls/predictions/")]
+        if head == "pretrainer" and masked_lm:
+            # Fill-mask from random weights would be a silent wrong answer (e.g. a fine-tuned folder).
+            raise ValueError(f"--head=pretrainer: --checkpoint={FLAGS.checkpoint!r} has no masked-LM head "
+                             f"({len(masked_lm)} variable(s), e.g. {masked_lm[0]}): a fine-tuned model? Its "
+                             "fill-mask would be random; export --head=encoder, or its own head.")
         return (pretrainer.encoder if head == "encoder" else pretrainer), spm
     load_task_model = getattr(albert_tf, "load_task_model", None)
     if load_task_model is None:
@@ -104,6 +112,7 @@ def main(argv) -> None:
                     normalization=FLAGS.normalization)
     if FLAGS.format == "savedmodel":
         settings.update(top_k=FLAGS.top_k, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
+                        n_best_size=FLAGS.n_best_size,
                         max_context_length=FLAGS.max_context_length, freeze_weights=FLAGS.freeze_weights)
     path = export(model, FLAGS.export_dir, **settings)
     if FLAGS.format == "openvino":

@@ -14,6 +14,10 @@ error a binary ends with:
   folder and renamed).  Evaluation and prediction files are written under a
   temporary name and renamed (`pipelines.fileio.atomic_write`), so none is
   partial.  The next run on a bigger disk resumes from there.
+* **a corrupt checkpoint** (its data's checksum, or its index, does not read):
+  named as a checkpoint with TensorFlow's reason (a resume falls back to the
+  previous checkpoint by itself, `albert_tf.checkpoint_fallback`; this is what
+  is left, e.g. `--checkpoint` of albert-export).
 * **a corrupt or truncated TFRecord record** (tf.data's DataLossError says
   `corrupted record at 1989`, no file): the input file, the record's index and
   byte offset (`pipelines.shard_check.locate_corrupt_record`).
@@ -173,6 +177,25 @@ def corrupt_record_message(error: BaseException, input_files: Sequence[str]) -> 
             "--verify_shards=full names a changed shard, --skip_corrupt_records reads on.")
 
 
+# TensorFlow's words for a checkpoint it cannot read: its data ("TensorBundle at PREFIX shard 0 ...:
+# Checksum does not match") or its index ("Unable to read file (PREFIX.index) ...").
+_CHECKPOINT_IN_MESSAGE = (re.compile(r"TensorBundle at (\S+) shard"),
+                          re.compile(r"Unable to read file \((\S+)\.index\)"))
+
+
+def corrupt_checkpoint_message(error: BaseException) -> Optional[str]:
+    """A checkpoint TensorFlow cannot read, named as a checkpoint (not as input data); None for other errors."""
+    from albert_tf.checkpoint_fallback import reason
+
+    text = _message(error)
+    for pattern in _CHECKPOINT_IN_MESSAGE:
+        found = pattern.search(text)
+        if found:
+            return (f"Corrupt checkpoint {found.group(1)}: {reason(error)}. Restore it from a copy, or move it "
+                    "away and take an earlier checkpoint of its folder.")
+    return None
+
+
 def _glob_flags(flag_values, names: Sequence[str]) -> List[str]:
     import tensorflow as tf
 
@@ -199,6 +222,9 @@ def fault_message(error: BaseException, flag_values) -> Optional[str]:
         dirs = [getattr(flag_values, n) for n in ("output_dir", "export_dir", "export_base_dir")
                 if n in flag_values and getattr(flag_values, n)]
         return disk_full_message(error, dirs)
+    checkpoint = corrupt_checkpoint_message(error) if tf is not None else None
+    if checkpoint:
+        return checkpoint
     if tf is not None and isinstance(error, tf.errors.DataLossError):
         return corrupt_record_message(error, _glob_flags(flag_values, ("input_file", "eval_input_file")))
     return None

@@ -113,9 +113,11 @@ def main(argv) -> None:
     if FLAGS.task.strip().lower() not in task_names():
         raise app.UsageError(f"--task={FLAGS.task!r} is not a known task; expected one of: "
                              f"{', '.join(task_names())}.")
+    from albert_tf import preemption
     from pipelines.locking import FolderLock
 
-    with FolderLock(FLAGS.output_dir, "albert-finetune"):  # one writer per --output_dir (pipelines/locking.py)
+    # One writer per --output_dir (pipelines/locking.py); a lost lease stops training as a signal does.
+    with FolderLock(FLAGS.output_dir, "albert-finetune", on_lost=preemption.request_stop):
         run_finetuning(options_from_flags())  # absl exits with main's return value: return nothing
 
 

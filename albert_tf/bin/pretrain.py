@@ -260,7 +260,7 @@ def main(argv) -> None:
     config, config_source = _model_config()
     eval_pattern = _check_files(config, config_source)
 
-    from albert_tf import runtime, training
+    from albert_tf import preemption, runtime, training
     from pipelines.locking import FolderLock
 
     optimization, run_config, data = albert_flags.pretraining_configs(FLAGS)
@@ -287,7 +287,8 @@ def main(argv) -> None:
 
     # One writer per --output_dir: the chief locks it (other workers write to
     # scratch folders); a second run is refused naming the holder.
-    lock = (FolderLock(FLAGS.output_dir, "albert-pretrain").acquire()
+    # A lost lease (remote folders) stops the loop as a signal does.
+    lock = (FolderLock(FLAGS.output_dir, "albert-pretrain", on_lost=preemption.request_stop).acquire()
             if runtime.is_chief(strategy) else None)
     try:
         if FLAGS.do_train:

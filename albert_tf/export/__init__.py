@@ -8,11 +8,13 @@ version layout) with these signatures:
   that fine-tuning uses). Inputs: `text` (tf.string [batch]); span_qa takes
   `text` (question) and `text_pair` (context); multiple_choice takes `text`
   (context) and `choices` (tf.string [batch, num_choices]).
-- `serve_text_pair` (encoder, classifier, tagging): `text` and `text_pair`,
+- `serve_text_pair` (encoder, classifier): `text` and `text_pair`,
   packed `[CLS] text [SEP] text_pair [SEP]`. This is how the pair is optional:
   single texts go to `serving_default`, pairs to `serve_text_pair`. (TF
   Serving feeds every input a signature names, so one signature cannot leave
-  an input out.)
+  an input out.) A classifier trained on text pairs (`text_pairs` in
+  task_config.json) takes the pair in `serving_default` too, and no single
+  text. Tagging and fill-mask take single texts only.
 - `serve_token_ids`: the same outputs from `input_ids`, `input_mask`,
   `segment_ids` (int32 [batch, seq]; multiple_choice [batch, choices, seq]),
   for clients that tokenize themselves.
@@ -53,9 +55,11 @@ Outputs by head (float outputs are float32 even for mixed-precision models):
   `serve_token_ids` has no context text: its `answer` is the decoded
   pieces and `start_char` = `end_char` = -1.
 - multiple_choice: `probabilities` [B, N], `logits` [B, N], `choice` int32 [B].
-- tagging: `tags` (tf.string [B, T]; "" on padding), `pieces` (tf.string
-  [B, T], the SentencePiece pieces including [CLS]/[SEP]; "" on padding),
-  `tag_ids` int32 [B, T] (-1 on padding), `input_mask` [B, T].
+- tagging: `tags` (tf.string [B, T]: the tag of each word at its first
+  piece, where fine-tuning puts the word's label; "" on [CLS], [SEP],
+  continuation pieces and padding), `pieces` (tf.string [B, T], the
+  SentencePiece pieces including [CLS]/[SEP]; "" on padding), `tag_ids`
+  int32 [B, T] (-1 where `tags` is ""), `input_mask` [B, T].
 
 The folder also holds assets/spm.model, assets/albert_config.json and, for
 task models, assets/task_config.json plus assets/label_names.txt (classifier)
@@ -95,6 +99,7 @@ Example:
 
 import tensorflow as tf  # noqa: F401  (albert_tf.export.tf, as before the split)
 
+from albert_tf.export.answers import answer
 from albert_tf.export.assets import (CONFIG_ASSET, LABELS_ASSET, PREPROCESSING_ASSET, SPM_ASSET, TAGS_ASSET,
                                      TASK_CONFIG_ASSET)
 from albert_tf.export.base import ID_INPUTS
@@ -105,7 +110,7 @@ from albert_tf.export.saved_model import DEFAULT_MAX_SEQ_LENGTH, export_saved_mo
 from albert_tf.export.span_qa import best_beam_spans, best_spans
 from albert_tf.export.versions import next_version
 
-__all__ = ["HEADS", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
+__all__ = ["HEADS", "answer", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
            "export_saved_model", "head_of", "next_version", "rest_inputs", "rest_predict"]
 
 

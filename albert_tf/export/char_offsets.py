@@ -139,9 +139,13 @@ def _lowered_in_context(segments: tf.RaggedTensor) -> tf.Tensor:
     length = tf.strings.length(alone)
     rows = tf.cast(segments.value_rowids(), tf.int32)
     row_lengths = tf.math.unsorted_segment_sum(length, rows, segments.nrows(tf.int32))
-    starts = tf.cumsum(length, exclusive=True) - tf.gather(tf.cumsum(row_lengths, exclusive=True), rows)
-    fits = tf.gather(tf.equal(row_lengths, tf.strings.length(whole)), rows)
-    return tf.where(fits, tf.strings.substr(tf.gather(whole, rows), starts, length), alone)
+    # Each row's bytes, cut back into its segments by a segment join (memory linear in the text: a
+    # row gathered once per character would be quadratic). A row that does not fit is its segments alone.
+    fits = tf.equal(row_lengths, tf.strings.length(whole))
+    source = tf.where(fits, whole, tf.strings.reduce_join(segments.with_flat_values(alone), axis=-1))
+    byte_segment = tf.repeat(tf.range(tf.size(length)), length)
+    return tf.strings.unsorted_segment_join(tf.strings.bytes_split(source).flat_values, byte_segment,
+                                            tf.size(length))
 
 
 def piece_offsets(sentencepiece: tf_text.SentencepieceTokenizer, resplit, text: tf.Tensor, max_pieces: int,

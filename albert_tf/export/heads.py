@@ -16,6 +16,8 @@ DEFAULT_DOC_STRIDE = 128
 DEFAULT_MAX_CONTEXT_LENGTH = 4096
 # The fine-tuning flag's default (models saved before task_config.json kept max_answer_length).
 DEFAULT_MAX_ANSWER_LENGTH = 30
+# The fine-tuning flag's default too (models saved before task_config.json kept n_best_size).
+DEFAULT_N_BEST_SIZE = 20
 
 HEADS = ("encoder", "pretrainer", "classifier", "span_qa", "multiple_choice", "tagging")
 # Task-model class name -> head name (the classes live in albert_tf.models).
@@ -81,17 +83,19 @@ def _span_qa_setting(model, given, key: str, default):
 
 
 def _build_span_qa(model, pre, *, max_answer_length=None, doc_stride=None, max_context_length=None,
-                   null_score_diff_threshold=None, **_):
+                   null_score_diff_threshold=None, n_best_size=None, **_):
     doc_stride = int(_span_qa_setting(model, doc_stride, "doc_stride", DEFAULT_DOC_STRIDE))
     max_answer_length = int(_span_qa_setting(model, max_answer_length, "max_answer_length",
                                              DEFAULT_MAX_ANSWER_LENGTH))
     max_context_length = int(max_context_length or DEFAULT_MAX_CONTEXT_LENGTH)
     threshold = float(_span_qa_setting(model, null_score_diff_threshold, "null_score_diff_threshold", 0.0))
+    n_best_size = int(_span_qa_setting(model, n_best_size, "n_best_size", DEFAULT_N_BEST_SIZE))
     for name, value in (("doc_stride", doc_stride), ("max_context_length", max_context_length),
-                        ("max_answer_length", max_answer_length)):
+                        ("max_answer_length", max_answer_length), ("n_best_size", n_best_size)):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}.")
-    return _SpanQAServing(model, pre, "span_qa", max_answer_length, doc_stride, max_context_length, threshold)
+    return _SpanQAServing(model, pre, "span_qa", max_answer_length, doc_stride, max_context_length, threshold,
+                          n_best_size)
 
 
 def _build_multiple_choice(model, pre, **_):

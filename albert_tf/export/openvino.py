@@ -30,12 +30,14 @@ tensorflow-text's op), truncation to max_seq_length - 2 pieces and
 `[CLS] ... [SEP]`, connected to the ids graph (segment_ids all 0). It answers
 as the SavedModel's `serving_default` except where `TEXT_DIFFERENCES` says.
 `text_pair` is not served: pairs go through the ids model
-(`text_signatures=False`). The normalisation runs in the original's order
-(`_unmerged_normalization`), lower-casing with `tf.strings.lower`'s own mapping
-and final sigma (`_lower_case_steps`); on every BMP code point in "ka X",
-"ka X lo" and "X" the text model's ids are the SavedModel's
-(`SWEEP_DIFFERENCES`, tested with a vocabulary that has a piece for every
-character those code points normalise to, tests/script_vocab.py).
+(`text_signatures=False`), and the text model of a classifier trained on text
+pairs (task_config.json's `"text_pairs": true`) is refused in one line naming
+that flag (it would answer single texts it never saw). The normalisation runs
+in the original's order (`_unmerged_normalization`), lower-casing with
+`tf.strings.lower`'s own mapping and final sigma (`_lower_case_steps`); on every
+BMP code point in "ka X", "ka X lo" and "X" the text model's ids are the
+SavedModel's (`SWEEP_DIFFERENCES`, tested with a vocabulary that has a piece for
+every character those code points normalise to, tests/script_vocab.py).
 An empty batch answers with no rows (`openvino_graph.answers_empty_batches`).
 
 A classifier of two or more classes also answers `label` (string [batch]), and
@@ -121,10 +123,14 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
             pack_tokens=False).
         FileExistsError: export_dir/version exists already.
     """
+    from albert_tf.export.heads import _resolve_head, head_of
+
+    if text_signatures and head in (None, "classifier") and head_of(model) == "classifier":
+        _refuse_pair_classifier_text(model)  # before any work, and without the [openvino] extra
+
     import openvino as ov
 
     from albert_tf.export import openvino_graph
-    from albert_tf.export.heads import _resolve_head
     from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
     from albert_tf.layers.fused import tracing_for_constant_weights, tracing_layer_norms_for_openvino
     from albert_tf.export.versions import _choose_version, release_version
@@ -171,6 +177,31 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     return final_dir
 
 
+def _refuse_pair_classifier_text(model) -> None:
+    """The text model takes one `text`: a classifier trained on text pairs is refused (its ids model serves
+    pairs); one that does not say (saved before task_config.json's "text_pairs") is exported with a warning.
+
+    Raises:
+        ValueError: the classifier records `text_pairs` True.
+    """
+    from absl import logging
+
+    from albert_tf.export.base import _task_config
+
+    pairs = getattr(model, "text_pairs", None)
+    if pairs is None:
+        pairs = _task_config(model).get("text_pairs")
+    if pairs:
+        raise ValueError("--format=openvino: this classifier was trained on text pairs (task_config.json "
+                         "\"text_pairs\": true) and the OpenVINO text model takes one text; export ids inputs "
+                         "(--notext_signatures / text_signatures=False) and pack [CLS] text [SEP] text_pair [SEP] "
+                         "with segment_ids 1 on the pair, or use the SavedModel's serve_text_pair.")
+    if pairs is None:
+        logging.warning("The classifier does not record whether it was trained on text pairs (task_config.json "
+                        "has no \"text_pairs\"): the OpenVINO text model takes one text; for a pair model export "
+                        "ids inputs (--notext_signatures).")
+
+
 def publish_folder(local_dir: str, final_dir: str) -> None:
     """Moves the finished local folder `local_dir` to `final_dir`, local or a
     URL (gs://...). OpenVINO writes local files only, so a remote export is
@@ -191,9 +222,9 @@ def publish_folder(local_dir: str, final_dir: str) -> None:
     >>> tf.io.gfile.listdir("ram://doctest-openvino/1")
     ['model.xml']
     """
-    import uuid
-
     import tensorflow as tf
+
+    from albert_tf.export.versions import publish, remove_staging, staging_name
 
     parent = os.path.dirname(final_dir.rstrip("/"))
     tf.io.gfile.makedirs(parent)
@@ -202,22 +233,16 @@ def publish_folder(local_dir: str, final_dir: str) -> None:
     if "://" not in final_dir:
         shutil.move(local_dir, final_dir)
         return
-    staging = os.path.join(parent, f".tmp-{os.path.basename(final_dir)}-{uuid.uuid4().hex[:8]}")
-    names = sorted((os.path.relpath(os.path.join(root, name), local_dir)  # this process's temporary folder
-                    for root, _, files in os.walk(local_dir) for name in files),
-                   key=lambda name: (name == MODEL_FILE, name))
+    staging = staging_name(final_dir)
+    names = [os.path.relpath(os.path.join(root, name), local_dir)  # this process's temporary folder
+             for root, _, files in os.walk(local_dir) for name in files]
     try:
         for name in names:
             tf.io.gfile.makedirs(os.path.dirname(os.path.join(staging, name)))
             tf.io.gfile.copy(os.path.join(local_dir, name), os.path.join(staging, name))
-        for name in names:
-            tf.io.gfile.makedirs(os.path.dirname(os.path.join(final_dir, name)))
-            tf.io.gfile.rename(os.path.join(staging, name), os.path.join(final_dir, name))
+        publish(staging, final_dir, last=MODEL_FILE)  # file by file, model.xml last
     finally:
-        try:
-            tf.io.gfile.rmtree(staging)
-        except tf.errors.OpError:  # already empty; some file systems keep no folder objects
-            pass
+        remove_staging(staging)
 
 
 @contextlib.contextmanager

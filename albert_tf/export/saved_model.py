@@ -14,7 +14,7 @@ from albert_tf.config import DEFAULT_MAX_SEQ_LENGTH, max_seq_length_for  # noqa:
 from albert_tf.export.assets import _write_assets
 from albert_tf.export.base import IdsOnlyPacking, has_tokenizer
 from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
-from albert_tf.export.versions import _choose_version, release_version
+from albert_tf.export.versions import _choose_version, publish, release_version, remove_staging, staging_name
 from albert_tf.export.warmup import write_warmup_requests
 # Frozen weights live in the graph's protocol buffer, which cannot exceed 2 GB.
 FREEZE_WEIGHTS_MAX_BYTES = 1 << 30
@@ -37,6 +37,7 @@ def export_saved_model(
     doc_stride: Optional[int] = None,
     max_context_length: Optional[int] = None,
     null_score_diff_threshold: Optional[float] = None,
+    n_best_size: Optional[int] = None,
     freeze_weights: Optional[bool] = None,
 ) -> str:
     """Writes `model` as a TF Serving SavedModel with raw-text signatures.
@@ -82,6 +83,10 @@ def export_saved_model(
             to this many pieces' worth of characters first); default 4096.
         null_score_diff_threshold: span_qa v2: answer "" when the null odds
             exceed it; default: the model's (task_config.json), else 0.0.
+        n_best_size: span_qa v1: a span starts at one of each window's n
+            highest start logits and ends at one of its n highest end logits,
+            as fine-tuning's predictions.json; default: the model's
+            (task_config.json, the fine-tuning value), else 20.
         freeze_weights: True writes the weights as graph constants (no
             variables): oneDNN then prepares each weight matrix once and runs
             its fastest kernels, 1.24x the speed of a variables graph on an AMX
@@ -117,7 +122,7 @@ def export_saved_model(
     serving = _HEAD_BUILDERS[head](model, preprocessor, label_names=label_names, top_k=top_k,
                                    max_answer_length=max_answer_length, doc_stride=doc_stride,
                                    max_context_length=max_context_length,
-                                   null_score_diff_threshold=null_score_diff_threshold)
+                                   null_score_diff_threshold=null_score_diff_threshold, n_best_size=n_best_size)
     serving.text_signatures = bool(text_signatures)
     serving.freeze_weights = _should_freeze(model, freeze_weights)
     return _write_version(serving, model, preprocessor, export_dir, _choose_version(export_dir, version))
@@ -127,10 +132,8 @@ def _write_version(serving, model, preprocessor, export_dir: str, version: int) 
     """Writes export_dir/version whole or not at all: a temporary folder, renamed when complete."""
     final_dir = os.path.join(export_dir, str(version))
     # TF Serving only loads numeric folder names: the temporary one is ignored.
-    tmp_dir = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+    tmp_dir = staging_name(final_dir)
     tf.io.gfile.makedirs(export_dir)
-    if tf.io.gfile.exists(tmp_dir):
-        tf.io.gfile.rmtree(tmp_dir)
     try:
         with _quiet_tensorflow_logger():
             signatures = serving.signatures()
@@ -138,12 +141,9 @@ def _write_version(serving, model, preprocessor, export_dir: str, version: int) 
         _write_assets(tmp_dir, model, preprocessor, serving)
         # assets.extra/tf_serving_warmup_requests (when tensorflow-serving-api is installed)
         write_warmup_requests(tmp_dir, signatures, os.path.basename(os.path.normpath(export_dir)))
-        if tf.io.gfile.exists(final_dir):
-            raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
-        tf.io.gfile.rename(tmp_dir, final_dir, overwrite=False)
+        publish(tmp_dir, final_dir, last="saved_model.pb")  # remote: file by file, saved_model.pb last
     finally:
-        if tf.io.gfile.exists(tmp_dir):
-            tf.io.gfile.rmtree(tmp_dir)
+        remove_staging(tmp_dir)
         release_version(export_dir, version)  # the folder is in place (or the export failed)
     return final_dir
 

@@ -39,11 +39,28 @@ def _shift_left(x: tf.Tensor, k: int, fill) -> tf.Tensor:
     return tf.concat([x[:, k:], tf.fill([tf.shape(x)[0], tf.minimum(k, tf.shape(x)[1])], fill)], axis=1)
 
 
-def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, start_mask=None, text_mask=None):
+def in_top(logits, n: int):
+    """bool [B, T]: the n highest logits of each row (ties: the lower position first, as a stable sort).
+
+    Example:
+    >>> in_top(tf.constant([[0., 3., 1., 3.]]), 2).numpy()
+    array([[False,  True, False,  True]])
+    """
+    k = tf.minimum(int(n), tf.shape(logits)[1])
+    top = tf.math.top_k(logits, k=k).indices  # top_k puts the lower index first on ties
+    return tf.reduce_any(tf.cast(tf.one_hot(top, tf.shape(logits)[1], dtype=tf.int32), tf.bool), axis=1)
+
+
+def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, start_mask=None, text_mask=None,
+               n_best_size=None):
     """The highest start+end logit span inside the context, end >= start.
 
     Only the max_answer_length ends after each start are scored ([B, T, A],
     not [B, T, T]); ties go to the earliest start, then the earliest end.
+    With `n_best_size`, a span starts at one of the n highest start logits of
+    its row and ends at one of the n highest end logits, as
+    `pipelines.finetune.squad.postprocess_predictions` decodes each window
+    (the row's every position ranked, [CLS] and the question included).
 
     Args:
         start_logits, end_logits: float [B, T].
@@ -55,6 +72,7 @@ def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, s
             position (the pieces whose context text is not only whitespace:
             a span without text is skipped, as the SQuAD post-processing
             skips empty answers).
+        n_best_size: optional int, see above; None: every start and end.
 
     Returns:
         (start, end, score): int32 [B] positions (inclusive) and float32 [B];
@@ -69,10 +87,14 @@ def best_spans(start_logits, end_logits, context_mask, max_answer_length: int, s
     start_logits, end_logits = _f32(start_logits), _f32(end_logits)
     context_mask = tf.cast(context_mask, tf.bool)
     start_mask = context_mask if start_mask is None else tf.logical_and(tf.cast(start_mask, tf.bool), context_mask)
+    end_mask = context_mask
+    if n_best_size is not None:
+        start_mask = tf.logical_and(start_mask, in_top(start_logits, n_best_size))
+        end_mask = tf.logical_and(end_mask, in_top(end_logits, n_best_size))
     width = int(max_answer_length)
     # [B, T, A]: the span (t, t + j) for j < A.
     ends_logits = tf.stack([_shift_left(end_logits, j, 0.0) for j in range(width)], axis=-1)
-    ends_allowed = tf.stack([_shift_left(context_mask, j, False) for j in range(width)], axis=-1)
+    ends_allowed = tf.stack([_shift_left(end_mask, j, False) for j in range(width)], axis=-1)
     allowed = tf.logical_and(start_mask[:, :, tf.newaxis], ends_allowed)
     if text_mask is not None:
         # Text positions in (t, t + j): a running count at t + j minus the one before t.
@@ -212,8 +234,10 @@ class _SpanQAServing(_Serving):
     """Question + context in, the best answer over the context's windows out."""
 
     def __init__(self, model, preprocessor, head, max_answer_length: int, doc_stride: int,
-                 max_context_length: int, null_score_diff_threshold: float):
+                 max_context_length: int, null_score_diff_threshold: float, n_best_size: int = None):
         super().__init__(model, preprocessor, head)
+        # v1: each window's top n starts and ends, as fine-tuning decoded (None: every span).
+        self.n_best_size = None if n_best_size is None else int(n_best_size)
         self.max_answer_length = int(max_answer_length)
         self.doc_stride = int(doc_stride)
         self.max_context_length = int(max_context_length)
@@ -223,7 +247,7 @@ class _SpanQAServing(_Serving):
     def serving_settings(self):
         return dict(super().serving_settings(), max_answer_length=self.max_answer_length, doc_stride=self.doc_stride,
                     max_context_length=self.max_context_length,
-                    null_score_diff_threshold=self.null_score_diff_threshold)
+                    null_score_diff_threshold=self.null_score_diff_threshold, n_best_size=self.n_best_size)
 
     def text_functions(self):
         @tf.function(input_signature=[_spec([None], tf.string, "text"), _spec([None], tf.string, "text_pair")])
@@ -299,7 +323,8 @@ class _SpanQAServing(_Serving):
                                                 text_mask=text_mask)
         else:
             start, end, score = best_spans(out["start_logits"], out["end_logits"], context,
-                                           self.max_answer_length, start_mask=start_mask, text_mask=text_mask)
+                                           self.max_answer_length, start_mask=start_mask, text_mask=text_mask,
+                                           n_best_size=self.n_best_size)
         # Each example's best window (the first on ties, as the original's stable sort).
         by_example = tf.RaggedTensor.from_value_rowids(score, example, nrows=batch)
         scores = by_example.to_tensor(2 * _NEG)

@@ -9,12 +9,22 @@ killed while exporting leaves its reservation, and that number is skipped
 (TF Serving does not mind gaps). Remote folders (gs://) have no atomic mkdir
 through tf.io.gfile: there the number is the next free one and the final
 rename refuses an existing folder (the export fails rather than overwrite).
+
+Publishing a version (`publish`): a local folder is renamed into place (one
+atomic step). An object store (gs://, s3://) renames a folder object by
+object, so TF Serving, which polls the base folder, could see `N/` with
+`saved_model.pb` and without its variables: there the files are moved one by
+one with the file that makes the folder loadable (`saved_model.pb`) last, so a
+half-published version never loads. Two exports of one version into one
+remote folder at once are still not excluded (no atomic create on object
+stores through tf.io.gfile): run them one after the other.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional, Set, Tuple
+import uuid
+from typing import List, Optional, Set, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -114,3 +124,59 @@ def _choose_version(export_dir: str, version: Optional[int]) -> int:
             f"(next free: {next_version(export_dir)}) or leave it unset."
         )
     return int(version)
+
+
+def staging_name(final_dir: str) -> str:
+    """A hidden folder beside `final_dir` that TF Serving ignores (not a number), unique to this call (a
+    uuid: two hosts' processes may share a pid).
+
+    >>> staging_name("exports/sst2/3").startswith("exports/sst2/.tmp-3-")
+    True
+    """
+    parent, name = os.path.split(final_dir.rstrip("/"))
+    return os.path.join(parent, f".tmp-{name}-{uuid.uuid4().hex[:12]}")
+
+
+def _files_under(folder: str) -> List[str]:
+    """Relative names of the files under a local or remote folder."""
+    names = []
+    for root, _, files in tf.io.gfile.walk(folder):
+        rel = root[len(folder.rstrip("/")):].lstrip("/")
+        names.extend(os.path.join(rel, name) if rel else name for name in files)
+    # ram:// lists keys by prefix: "assets" also yields ".extra" of "assets.extra"; keep real files.
+    return [name for name in names if tf.io.gfile.exists(os.path.join(folder, name))
+            and not tf.io.gfile.isdir(os.path.join(folder, name))]
+
+
+def publish(staging: str, final_dir: str, last: str) -> None:
+    """Moves the complete folder `staging` to `final_dir`, never overwriting it.
+
+    Local: one rename. Remote: file by file, `last` (the file that makes the
+    folder usable) at the end; see the module docstring.
+
+    Args:
+        staging: the complete folder (the same file system as final_dir).
+        final_dir: where it goes; must not exist.
+        last: the relative name of the file written last.
+
+    Raises:
+        FileExistsError: final_dir exists.
+    """
+    if tf.io.gfile.exists(final_dir):
+        raise FileExistsError(f"Export version {final_dir!r} appeared while exporting; not overwritten.")
+    if "://" not in final_dir or final_dir.startswith("file://"):
+        tf.io.gfile.rename(staging, final_dir, overwrite=False)
+        return
+    for name in sorted(_files_under(staging), key=lambda name: (name == last, name)):
+        tf.io.gfile.makedirs(os.path.dirname(os.path.join(final_dir, name)))
+        tf.io.gfile.rename(os.path.join(staging, name), os.path.join(final_dir, name), overwrite=False)
+
+
+def remove_staging(staging: str) -> None:
+    """Removes what is left of a staging folder (nothing when it is gone: object stores keep no empty
+    folders, and ram:// says that a prefix exists that rmtree cannot find)."""
+    try:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+    except tf.errors.NotFoundError:
+        pass

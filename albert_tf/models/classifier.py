@@ -61,6 +61,12 @@ class AlbertClassifier(TaskModel):
         pooling: "pooled" (the original: the pooler's tanh(dense([CLS])))
             or "mean" (`masked_mean` of the sequence output; the pooler is
             then unused and gets no gradient). Saved in task_config.json.
+        text_pairs: whether the model was trained on text pairs ([CLS] text
+            [SEP] text_pair [SEP]): True, False, or None (not known, e.g. a
+            model saved before the key). Saved in task_config.json; the
+            exports serve what it says (`albert_tf.export`: a pair model's
+            `serving_default` takes `text` and `text_pair`, and its OpenVINO
+            text model, which takes one text, is refused).
         **kwargs: passed to `keras.Model`.
 
     Example:
@@ -72,12 +78,12 @@ class AlbertClassifier(TaskModel):
 
     task_type = "classification"
     inference_rows_per_bucket = DEFAULT_ROWS_PER_BUCKET  # the head reads only the pooled output
-    init_arguments = ("num_classes", "label_names", "dropout_rate", "pooling")
+    init_arguments = ("num_classes", "label_names", "dropout_rate", "pooling", "text_pairs")
 
     def __init__(self, config: AlbertConfig, num_classes: int, *,
                  preprocessor: Optional[AlbertTextPreprocessor] = None,
                  label_names: Optional[Sequence[str]] = None, dropout_rate: float = 0.1, pooling: str = "pooled",
-                 **kwargs):
+                 text_pairs: Optional[bool] = None, **kwargs):
         kwargs.setdefault("name", "albert_classifier")
         super().__init__(config, preprocessor=preprocessor, **kwargs)
         if int(num_classes) < 1:
@@ -88,6 +94,9 @@ class AlbertClassifier(TaskModel):
         if pooling not in POOLING_MODES:
             raise ValueError(f"pooling must be one of {', '.join(POOLING_MODES)}, got {pooling!r}.")
         self.pooling = pooling
+        if text_pairs not in (None, True, False):
+            raise ValueError(f"text_pairs must be True, False or None (not known), got {text_pairs!r}.")
+        self.text_pairs = text_pairs
         if pooling == "mean":
             # Bucketed inference computes only the pooled output; the mean needs the whole sequence.
             self.inference_rows_per_bucket = None
@@ -128,7 +137,7 @@ class AlbertClassifier(TaskModel):
 
     def _task_args(self) -> dict:
         return {"num_classes": self.num_classes, "label_names": self.label_names,
-                "dropout_rate": self.dropout_rate, "pooling": self.pooling}
+                "dropout_rate": self.dropout_rate, "pooling": self.pooling, "text_pairs": self.text_pairs}
 
     def head_variable_map(self) -> Dict[str, tf.Variable]:
         # The original run_classifier's variable names.

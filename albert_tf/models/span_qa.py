@@ -81,6 +81,10 @@ class AlbertSpanQA(TaskModel):
             is "" (chosen on dev by fine-tuning), kept for serving.
         max_answer_length: the longest answer in pieces fine-tuning decoded
             with, kept (task_config.json) so that the export serves the same.
+        n_best_size: v1: the starts and ends of each window fine-tuning
+            decoded from (the top n of each), kept (task_config.json) so that
+            the export picks among the same spans (`albert_tf.export.span_qa.
+            best_spans`); v2 decodes from its beam (start_n_top x end_n_top).
         **kwargs: passed to `keras.Model`.
 
     Example:
@@ -93,12 +97,13 @@ class AlbertSpanQA(TaskModel):
 
     task_type = "span_qa"
     init_arguments = ("version_2", "max_query_length", "start_n_top", "end_n_top", "dropout_rate", "doc_stride",
-                      "null_score_diff_threshold", "max_answer_length")
+                      "null_score_diff_threshold", "max_answer_length", "n_best_size")
 
     def __init__(self, config: AlbertConfig, *, preprocessor: Optional[AlbertTextPreprocessor] = None,
                  version_2: bool = False, max_query_length: int = 64, start_n_top: int = 5, end_n_top: int = 5,
                  dropout_rate: Optional[float] = None, doc_stride: int = 128,
-                 null_score_diff_threshold: float = 0.0, max_answer_length: int = 30, **kwargs):
+                 null_score_diff_threshold: float = 0.0, max_answer_length: int = 30, n_best_size: int = 20,
+                 **kwargs):
         kwargs.setdefault("name", "albert_span_qa")
         super().__init__(config, preprocessor=preprocessor, **kwargs)
         self.version_2 = bool(version_2)
@@ -113,6 +118,9 @@ class AlbertSpanQA(TaskModel):
         if int(max_answer_length) < 1:
             raise ValueError(f"max_answer_length must be >= 1, got {max_answer_length!r}.")
         self.max_answer_length = int(max_answer_length)
+        if int(n_best_size) < 1:
+            raise ValueError(f"n_best_size must be >= 1, got {n_best_size!r}.")
+        self.n_best_size = int(n_best_size)
         init = keras.initializers.TruncatedNormal(stddev=config.initializer_range)
         policy = self.dtype_policy
         hidden = config.hidden_size
@@ -235,7 +243,7 @@ class AlbertSpanQA(TaskModel):
         return {"version_2": self.version_2, "max_query_length": self.max_query_length,
                 "start_n_top": self.start_n_top, "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate,
                 "doc_stride": self.doc_stride, "null_score_diff_threshold": self.null_score_diff_threshold,
-                "max_answer_length": self.max_answer_length}
+                "max_answer_length": self.max_answer_length, "n_best_size": self.n_best_size}
 
     def head_variable_map(self) -> Dict[str, tf.Variable]:
         if not self.version_2:

@@ -328,6 +328,27 @@ class TaskModel(keras.Model):
         """`keras.Model.evaluate`; x may also be Python strings (see `predict`)."""
         return super().evaluate(_texts_as_tensors(x), y, *args, **kwargs)
 
+    def answer(self, text, text_pair=None, choices=None, **settings) -> Dict[str, np.ndarray]:
+        """Answers raw texts as the model's exported `serving_default` does, from the same code
+        (`albert_tf.export.answer`): labels and probabilities (classifier), answers with character
+        offsets (span QA: `text` questions, `text_pair` contexts), one tag per word (tagging),
+        probabilities and the choice (multiple choice: `text` contexts, `choices`).
+
+        Args:
+            text, text_pair, choices: lists of strings (choices: [batch, num_choices]).
+            **settings: export settings (e.g. max_answer_length, n_best_size); default: the model's.
+
+        Returns:
+            Output name -> NumPy array (strings as Python str).
+
+        Example:
+        >>> clf.answer(["a fine film"])["label"]  # doctest: +SKIP
+        array(['positive'], dtype=object)
+        """
+        from albert_tf.export.answers import answer
+
+        return answer(self, text, text_pair, choices, **settings)
+
     def predict(self, x, *args, **kwargs):
         """`keras.Model.predict`, also on Python strings: a list (or NumPy
         array) of texts, a tuple (texts, text_pairs), or a dict of them. An

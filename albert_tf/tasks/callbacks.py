@@ -234,11 +234,12 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         save_steps: save every this many batches (None or 0: only at epoch
             ends). A batch that ends an epoch is saved by `on_epoch_end`, after
             the dev evaluation (`BestOnDev` runs before this callback).
-        max_to_keep: checkpoints kept.
+        max_to_keep: checkpoints kept (2: a resume falls back to the previous one when the latest
+            cannot be read).
     """
 
     def __init__(self, output_dir: str, model: keras.Model, batches_per_pass: int = 1,
-                 save_steps: Optional[int] = None, max_to_keep: int = 1):
+                 save_steps: Optional[int] = None, max_to_keep: int = 2):
         super().__init__()
         if batches_per_pass < 1:
             raise ValueError(f"batches_per_pass must be positive, got {batches_per_pass!r}.")
@@ -250,6 +251,7 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.data_pass = tf.Variable(0, dtype=tf.int64, trainable=False, name="data_pass")
         self.pass_batch = tf.Variable(0, dtype=tf.int64, trainable=False, name="pass_batch")
         self._done = 0
+        self._saved_at: Optional[int] = None  # the batch count of this run's last save
         self._checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, epoch=self.epoch,
                                                batches=self.batches, data_pass=self.data_pass,
                                                pass_batch=self.pass_batch, seed_states=seed_states(model))
@@ -257,12 +259,15 @@ class ResumeCheckpoint(keras.callbacks.Callback):
 
     def restore(self) -> int:
         """Restores the latest state (if any) and returns the number of batches trained."""
-        latest = self._manager.latest_checkpoint
-        if not latest:
+        from albert_tf.checkpoint_fallback import restore_newest_readable
+
+        if not self._manager.latest_checkpoint:
             return 0
         # The optimizer's slots exist only after it is built.
         self.model_optimizer_build()
-        self._checkpoint.restore(latest).assert_existing_objects_matched()
+        # A corrupt latest state: the previous one (max_to_keep=2 keeps it), with a WARNING naming it.
+        latest = restore_newest_readable(
+            lambda path: self._checkpoint.restore(path).assert_existing_objects_matched(), self.directory)
         self._done = int(self.batches.numpy())
         position = (int(self.data_pass.numpy()), int(self.pass_batch.numpy()))
         if position != divmod(self._done, self.batches_per_pass):
@@ -283,10 +288,13 @@ class ResumeCheckpoint(keras.callbacks.Callback):
         self.data_pass.assign(data_pass)
         self.pass_batch.assign(pass_batch)
         self._manager.save(checkpoint_number=self._done)
+        self._saved_at = self._done
 
     def save_now(self) -> str:
-        """Saves the state after the batches trained so far (on preemption); returns its path."""
-        self._save()
+        """Saves the state after the batches trained so far (on preemption), unless a periodic save of this
+        batch wrote it already (no second write inside the grace period); returns its path."""
+        if self._saved_at != self._done:
+            self._save()
         return self._manager.latest_checkpoint
 
     @property

@@ -191,7 +191,7 @@ class ClassificationTask(FinetuneTask):
 
         num_classes = 1 if self.is_regression else len(train_data.label_names)
         kwargs = {"num_classes": num_classes, "dropout_rate": self.options.dropout_rate,
-                  "pooling": self.options.pooling}
+                  "pooling": self.options.pooling, "text_pairs": train_data.text_pairs is not None}
         if not self.is_regression:
             kwargs["label_names"] = list(train_data.label_names)
         return pretrained_or_random(AlbertClassifier, config, init_checkpoint, self.options, **kwargs)

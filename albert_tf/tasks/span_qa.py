@@ -95,7 +95,8 @@ class SquadTask(FinetuneTask):
         return pretrained_or_random(AlbertSpanQA, config, init_checkpoint, self.options,
                                     version_2=self.version_2, max_query_length=self.options.max_query_length,
                                     dropout_rate=self.options.dropout_rate, doc_stride=self.options.doc_stride,
-                                    max_answer_length=self.options.max_answer_length)
+                                    max_answer_length=self.options.max_answer_length,
+                                    n_best_size=self.options.n_best_size)
 
     def _postprocess(self, model: keras.Model, data: SquadData, batch_size: int, threshold: float = 0.0):
         from pipelines.finetune import squad

@@ -17,10 +17,11 @@ which batches arrive depends on worker timing, so it is not deterministic,
 and a batch holds records of one worker's files only (each worker batches
 what it reads).
 
-Resume is therefore not exact (`RESUME_NOTE`): the local pipeline resumes by
-skipping the elements the completed steps consumed, which reproduces the
-interrupted run's data exactly; with the service there is no fixed order to
-skip into. The trainer joins a job named after its output folder
+Resume is therefore not exact (`RESUME_NOTE`): the local pipeline resumes
+from the input position its checkpoints save (`train_input`), which
+reproduces the interrupted run's data exactly; with the service there is no
+fixed order to return to, and TensorFlow cannot save the iterator of a
+service dataset. The trainer joins a job named after its output folder
 (`job_name`, from the path as given: absolute or a URL, never relative,
 so the name does not depend on the working directory): a restarted trainer whose dispatcher kept running continues
 that job with the batches not yet handed out (those the killed trainer had

@@ -1,17 +1,20 @@
 """`run_pretraining`: the loop that ties the training pieces together.
 
 Reading order: `_check_arguments` -> `_prepare_state` (`TrainState.create`,
-`restore_or_warm_start`, `check_run_settings`) -> `distributed_train_iterator`
+`restore_or_warm_start`, `check_run_settings`) -> `train_input.train_input`
 -> `build_train_step` -> `_train_loop` (with `MetricsLogger` and `StopPolicy`)
 -> `_write_outputs` -> `final_evaluation`.
 
 Resuming, preemption and a diverging loss:
 Restarting with the same arguments resumes from the latest checkpoint in
 output_dir (weights, optimizer slots, step, loss scale, dropout RNG state,
-data position) and logs "Resumed from step N". The data position is
-restored by skipping what the completed steps consumed (one per-replica
-batch per replica, per step): exact for a deterministic dataset_fn, but
-the skipped batches are read again, which takes time for long runs (with
+data position) and logs "Resumed from step N". The data position is the
+input iterator's state, saved in every checkpoint and restored without
+reading the consumed records again (`albert_tf.training.train_input`):
+exact for a deterministic dataset_fn, in a time that does not grow with
+the step. Where it cannot be saved (a checkpoint without it, an iterator
+tf.data cannot save, TPUStrategy) the consumed batches are read again,
+logged in one line with their count and an estimate (with
 `data.data_service_address` nothing is skipped and the data position is
 not restored: `data_service.RESUME_NOTE`, logged at the start). The
 settings that fix what a step means (global batch, replicas,
@@ -40,6 +43,8 @@ from albert_tf import runtime as runtime_lib
 from albert_tf.config import AlbertConfig
 from albert_tf.preemption import Preempted, PreemptionWatcher
 from albert_tf.training import data_service
+from albert_tf.training import train_input as train_input_lib
+from albert_tf.training.agreement import check_workers_agree
 from albert_tf.training.common import DatasetFn, TrainingError
 from albert_tf.training.configs import (
     OptimizationConfig,
@@ -57,7 +62,7 @@ from albert_tf.training.state import (
     restore_or_warm_start,
     run_settings,
 )
-from albert_tf.training.step import build_train_step, distributed_train_iterator
+from albert_tf.training.step import build_train_step
 
 
 def _check_arguments(config: AlbertConfig, optimization: OptimizationConfig,
@@ -110,6 +115,8 @@ class _Saver:
         if self.chief:
             self.last = path
             logging.info("Saved checkpoint %s", path)
+        # A non-chief worker's manager keeps only its newest copy (max_to_keep=1): a resume reads this
+        # worker's input position from it (train_input.own_checkpoint), the weights from the chief's.
         return path
 
 
@@ -219,8 +226,9 @@ def _prepare_state(config: AlbertConfig, optimization: OptimizationConfig,
 
     keras.utils.set_random_seed(runtime.seed)
     state = TrainState.create(config, optimization, precision, strategy,
-                              ckpt_dir, runtime.keep_checkpoint_max)
+                              ckpt_dir, runtime.keep_checkpoint_max if chief else 1)
     latest = restore_or_warm_start(state, output_dir, init_checkpoint, config, allow_partial_init)
+    check_workers_agree(strategy, state.step, int(state.recovery.data_offset.numpy()), latest, output_dir)
     check_run_settings(
         output_dir, run_settings(optimization, replicas, data.max_seq_length,
                                  data.max_predictions_per_seq, runtime.seed,
@@ -259,23 +267,23 @@ def _write_outputs(state: TrainState, logger: MetricsLogger, output_dir: str,
     return result
 
 
-def _train_iterator(strategy, train_dataset_fn, data_position: int, data: PretrainingDataConfig,
-                    per_replica_batch: int, output_dir: str):
-    """The distributed training iterator after `data_position` steps' batches,
-    from the tf.data service when `data.data_service_address` is set (its
-    resume caveat logged)."""
-    service_job = None
+def _train_input(strategy, train_dataset_fn, data_position: int, data: PretrainingDataConfig,
+                 per_replica_batch: int, output_dir: str, resumed_from: Optional[str], ckpt_dir: str):
+    """This worker's training input after `data_position` steps' batches
+    (`train_input.train_input`: restored from this worker's checkpoint of the
+    resumed step), or from the tf.data service when
+    `data.data_service_address` is set (its resume caveat logged)."""
+    service = None
     if data.data_service_address:
-        service_job = data_service.job_name(output_dir)
+        service = (data.data_service_address, data_service.job_name(output_dir))
         logging.warning(
             "Training input from the tf.data service at %s (job %s): %s%s.",
-            data.data_service_address, service_job, data_service.RESUME_NOTE,
+            data.data_service_address, service[1], data_service.RESUME_NOTE,
             f"; resuming at input batch {data_position}" if data_position else "")
-    return distributed_train_iterator(
-        strategy, train_dataset_fn, data_position, data.max_seq_length,
-        data.train_predictions_per_seq(), per_replica_batch,
-        data.data_service_address, service_job)
-
+    return train_input_lib.train_input(
+        strategy, train_dataset_fn, data_position,
+        (data.max_seq_length, data.train_predictions_per_seq()), per_replica_batch,
+        train_input_lib.own_checkpoint(resumed_from, ckpt_dir), service)
 
 
 def _logger_and_stop_policy(state, strategy, optimization, runtime, output_dir, chief, start_step,
@@ -320,7 +328,10 @@ def run_pretraining(
             batches with the TFRecord feature names, of
             ``input_context.get_per_replica_batch_size(train_batch_size)``
             examples, repeating (e.g. `pipelines.pretraining_dataset`). It must
-            be deterministic for an exact resume (seeded shuffles).
+            be deterministic for an exact resume (seeded shuffles), and
+            savable by tf.data (no `from_generator`, `py_function` or unseeded
+            random op) for a resume that does not read the consumed records
+            again (`train_input`).
         output_dir: checkpoints (ckpt-<step>), TensorBoard summaries (train/,
             eval/), albert_config.json, training_settings.json,
             model.weights.safetensors, the SentencePiece model,
@@ -393,10 +404,12 @@ def run_pretraining(
 
     # Batches skipped by rollbacks stay skipped: step t reads batch t + offset.
     data_position = start_step + int(state.recovery.data_offset.numpy())
-    iterator = _train_iterator(strategy, train_dataset_fn, data_position, data,
-                               optimization.train_batch_size // replicas, output_dir)
+    inputs = _train_input(strategy, train_dataset_fn, data_position, data,
+                          optimization.train_batch_size // replicas, output_dir, latest, ckpt_dir)
+    if inputs.saveable is not None:
+        state.attach_input(inputs.saveable)
     train_step = build_train_step(state, strategy, accum, runtime.jit_compile,
-                                  jit_whole_step=runtime.jit_whole_step)
+                                  jit_whole_step=runtime.jit_whole_step, next_batch=inputs.next_batch)
     logger, stop = _logger_and_stop_policy(state, strategy, optimization, runtime, output_dir, chief,
                                            start_step, log_callback, healer)
     logging.info(
@@ -407,7 +420,7 @@ def run_pretraining(
         optimization.optimizer, precision)
     watcher = PreemptionWatcher(strategy) if handle_preemption else None
     with watcher or contextlib.nullcontext():
-        _train_loop(train_step, iterator, state, start_step, stop, logger,
+        _train_loop(train_step, inputs.iterator, state, start_step, stop, logger,
                     _Saver(state, chief, healer, latest), data,
                     optimization.train_batch_size, watcher)
 

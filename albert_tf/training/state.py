@@ -77,6 +77,9 @@ class TrainState:
     # checkpoint; `legacy_checkpoint` reads checkpoints written without it.
     recovery: RecoveryState
     legacy_checkpoint: tf.train.Checkpoint
+    # What `restore` reads: `checkpoint` without the input position, which
+    # `attach_input` adds to what is saved (a rollback keeps the input going).
+    restorable: tf.train.Checkpoint
 
     @property
     def step(self) -> int:
@@ -89,9 +92,20 @@ class TrainState:
 
         names = checkpoint_variable_names(path)
         if any(name.startswith("recovery/") for name in names):
-            self.checkpoint.restore(path).assert_existing_objects_matched()
+            status = self.restorable.restore(path)
+            status.assert_existing_objects_matched()
+            status.expect_partial()  # the input position: `train_input` restores it
+            # The saves counted in the folder (what restoring `checkpoint` gave).
+            self.checkpoint.save_counter.assign(self.restorable.save_counter)
         else:
             self.legacy_checkpoint.restore(path).assert_existing_objects_matched()
+
+    def attach_input(self, iterator) -> None:
+        """Saves `iterator`'s state (the data position) in every checkpoint
+        from now on, as "input" (`train_input`); `restore` leaves it alone."""
+        from albert_tf.training.train_input import CHECKPOINT_KEY
+
+        setattr(self.checkpoint, CHECKPOINT_KEY, iterator)
 
     @classmethod
     def create(cls, config: AlbertConfig, optimization: OptimizationConfig,
@@ -133,17 +147,19 @@ class TrainState:
                            good_steps=loss_scale.good_steps)
         legacy_checkpoint = tf.train.Checkpoint(**tracked)
         checkpoint = tf.train.Checkpoint(recovery=recovery, **tracked)
+        restorable = tf.train.Checkpoint(recovery=recovery, **tracked)
         manager = tf.train.CheckpointManager(
             checkpoint, checkpoint_dir, max_to_keep=keep_checkpoint_max,
             checkpoint_name=CHECKPOINT_NAME)
         return cls(model, opt, schedule, global_step, loss_scale, checkpoint,
-                   manager, recovery, legacy_checkpoint)
+                   manager, recovery, legacy_checkpoint, restorable)
 
 
 def restore_or_warm_start(state: TrainState, output_dir: str,
                           init_checkpoint: Optional[str],
                           config: AlbertConfig, allow_partial: bool = False) -> Optional[str]:
-    """Resumes from output_dir's latest checkpoint, else warm-starts.
+    """Resumes from output_dir's latest checkpoint (or, when it cannot be read, the newest one that
+    can: `albert_tf.checkpoint_fallback`), else warm-starts.
 
     Args:
         allow_partial: let a warm start from a model of another shape load only
@@ -152,9 +168,13 @@ def restore_or_warm_start(state: TrainState, output_dir: str,
     Returns:
         The checkpoint resumed from, or None for a fresh (or warm) start.
     """
-    latest = tf.train.latest_checkpoint(output_dir)
+    from albert_tf.checkpoint_fallback import UnreadableCheckpoints, restore_newest_readable
+
+    try:  # a corrupt latest checkpoint: the previous one, with a WARNING naming it
+        latest = restore_newest_readable(state.restore, output_dir)
+    except UnreadableCheckpoints as e:
+        raise TrainingError(str(e)) from e
     if latest:
-        state.restore(latest)
         skipped = int(state.recovery.data_offset.numpy())
         logging.info("Resumed from step %d (%s)%s", state.step, latest,
                      f"; {skipped} input batch(es) skipped by rollbacks" if skipped else "")

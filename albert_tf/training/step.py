@@ -1,10 +1,12 @@
 """The distributed input and the distributed training step.
 
-Input: `strategy.distribute_datasets_from_function`; each input pipeline
-yields per-replica batches of ``train_batch_size / replicas`` examples, so a
-step consumes ``replicas / input pipelines`` elements of each pipeline (one
-per replica it feeds). A resumed run skips that many elements per completed
-step and continues at the example the interrupted run would have read next.
+Input: each input pipeline yields per-replica batches of
+``train_batch_size / replicas`` examples, so a step consumes
+``replicas / input pipelines`` elements of each pipeline (one per replica it
+feeds). `run_pretraining` reads them through `train_input.TrainInput`, whose
+position checkpoints save; `distributed_train_iterator` (the tf.data service,
+TPUStrategy) goes through `strategy.distribute_datasets_from_function` and
+positions a resumed run by skipping that many elements per completed step.
 
 Step: each replica splits its batch into `gradient_accumulation_steps`
 micro-batches; every micro-batch divides its *local sums*
@@ -85,7 +87,9 @@ def distributed_train_iterator(strategy: tf.distribute.Strategy,
     """An iterator over per-replica batches, positioned after `start_step` steps.
 
     The dataset is deterministic, so skipping what `start_step` steps
-    consumed puts a restarted run at the same example. With
+    consumed puts a restarted run at the same example (reading those
+    elements again: `train_input.TrainInput` restores the position from the
+    checkpoint instead, and is what `run_pretraining` uses elsewhere). With
     `data_service_address` the dataset runs on tf.data service workers
     (`data_service.distribute`, job `data_service_job`); its order is not
     deterministic, so nothing is skipped (see `data_service.RESUME_NOTE`).
@@ -138,7 +142,7 @@ def whole_step_xla_supported(strategy: tf.distribute.Strategy) -> bool:
 
 def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
                      gradient_accumulation_steps: int, jit_compile: bool,
-                     jit_whole_step: bool = False):
+                     jit_whole_step: bool = False, next_batch=next):
     """`train_step(iterator) -> loss-term sums over the global batch`.
 
     One call runs one optimizer step on every replica and advances
@@ -153,6 +157,9 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
             accumulation, loss scaling, the non-finite guard, the all-reduce
             and the optimizer update too, as under TPUStrategy. An op XLA
             cannot compile fails the first call with its name.
+        next_batch: `iterator -> the step's per-replica batch` (default
+            `next`, for a distributed iterator; `train_input.TrainInput`
+            gives its own).
 
     Raises:
         TrainingError: jit_whole_step with several replicas of a strategy
@@ -231,7 +238,7 @@ def build_train_step(state: TrainState, strategy: tf.distribute.Strategy,
 
     @tf.function
     def train_step(iterator):
-        batch = next(iterator)
+        batch = next_batch(iterator)
         terms = strategy.run(replica_step, args=(batch,))
         state.global_step.assign_add(1)
         return {key: strategy.reduce(tf.distribute.ReduceOp.SUM, terms[key],

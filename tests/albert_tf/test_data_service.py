@@ -296,3 +296,26 @@ def test_worker_warning_and_worker_allow_list():
         listed._stop()
     finally:
         dispatcher._stop()
+
+
+def test_albert_data_service_worker_refused_by_the_allow_list_ends_in_one_line():
+    """Before, the binary ended in a RuntimeError traceback (review F13)."""
+    from albert_tf.bin import data_service as binary
+    from tests.albert_tf.test_remote_paths import _run_main
+
+    from absl import flags
+
+    if "role" not in flags.FLAGS:
+        binary._define_flags()
+    dispatcher = data_service.start_dispatcher(0, worker_addresses=["localhost:%port%"])
+    try:
+        with pytest.raises(ValueError) as refused:
+            _run_main(binary.main, "albert-data-service", ["--role=worker", "--port=0", "--worker_address=otherhost:5999",
+                                                           f"--dispatcher_address={dispatcher.target}"])
+    finally:
+        dispatcher._stop()
+    message = str(refused.value)
+    assert message.startswith(f"The dispatcher at {dispatcher.target} refused this worker: Failed to assign an index "
+                              "for worker otherhost:5999. Configured workers list: [localhost:"), message
+    assert message.endswith("Start the worker with --worker_address set to its entry in the dispatcher's "
+                            "--worker_addresses.") and "\n" not in message

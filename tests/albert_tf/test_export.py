@@ -361,7 +361,10 @@ def _tagging_expectation(tagger, spm, pre):
     sp = _sp(spm)
     pieces = [[sp.IdToPiece(int(i)) if m else "" for i, m in zip(row, mrow)]
               for row, mrow in zip(ids["input_ids"].numpy(), mask)]
-    tags = [[TAGS[t] if m else "" for t, m in zip(row, mrow)] for row, mrow in zip(logits.argmax(-1), mask)]
+    # Issue 35 N9: a tag only where training puts a label, each word's first piece ("▁..."); not on [CLS],
+    # [SEP], continuation pieces or padding.
+    tags = [[TAGS[t] if p.startswith("\u2581") else "" for t, p in zip(row, prow)]
+            for row, prow in zip(logits.argmax(-1), pieces)]
     return {"pieces": pieces, "tags": tags}
 
 
@@ -493,7 +496,7 @@ def test_multiple_choice_probabilities(exported):
     np.testing.assert_array_equal(_values(exported, "multiple_choice", "choice"), want["choice"])
 
 
-def test_tagging_tag_per_piece(exported):
+def test_tagging_tag_per_word_at_its_first_piece(exported):
     want = exported["expected"]["tagging"]
     assert _out(exported, "tagging", "pieces")["values"] == want["pieces"]
     assert _out(exported, "tagging", "tags")["values"] == want["tags"]

@@ -263,7 +263,7 @@ def test_packed_and_padded_ids_models_agree_at_real_positions(setup):
 VARIANTS = ("classifier_pair", "classifier_regression", "classifier_mean_pooling")
 
 
-def _albert_export(argv):
+def _albert_export(argv, returncode=0):
     """The installed albert-export binary, in its own process."""
     import subprocess
     import sys
@@ -271,8 +271,27 @@ def _albert_export(argv):
     binary = os.path.join(os.path.dirname(sys.executable), "albert-export")
     proc = subprocess.run([binary, *argv], capture_output=True, text=True, timeout=600,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == returncode, proc.stderr[-3000:]
     return proc.stderr
+
+
+def test_text_model_of_a_pair_classifier_is_refused_naming_the_ids_flag(setup):
+    """Issue 35 N8: a classifier fine-tuned on text pairs (task_config.json "text_pairs": true) gets no text
+    model, which takes one text and would answer inputs it never saw: the installed binary refuses in one line
+    naming --notext_signatures, and writes nothing; with that flag its ids model is written."""
+    import albert_tf
+
+    pair = albert_tf.AlbertClassifier(setup["config"], 3, preprocessor=setup["pre"], text_pairs=True)
+    folder = albert_tf.save_task_model(pair, os.path.join(setup["root"], "finetuned_pair"))
+    export_dir = os.path.join(setup["root"], "ov_pair_refused")
+    args = [f"--checkpoint={folder}", "--head=classifier", "--format=openvino", f"--export_dir={export_dir}"]
+    log = _albert_export(args, returncode=1)
+    errors = [line for line in log.splitlines() if "trained on text pairs" in line]
+    assert len(errors) == 1 and "--notext_signatures" in errors[0], log[-3000:]
+    assert not os.path.exists(os.path.join(export_dir, "1"))
+    _albert_export(args + ["--notext_signatures"])
+    assert [i.get_any_name() for i in _compiled(os.path.join(export_dir, "1")).inputs] == [
+        "input_ids", "input_mask", "segment_ids"]
 
 
 def _centre_logits(model, texts):
@@ -297,10 +316,12 @@ def variants(setup):
     from albert_tf.export.openvino import export_openvino
 
     root, config, pre = setup["root"], setup["config"], setup["pre"]
-    models = {"classifier_pair": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
-              "classifier_regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre),
+    # Issue 35 N8: each records what it was trained on (the pair model's text model is refused, see below).
+    models = {"classifier_pair": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS,
+                                                            text_pairs=True),
+              "classifier_regression": albert_tf.AlbertClassifier(config, 1, preprocessor=pre, text_pairs=False),
               "classifier_mean_pooling": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, pooling="mean",
-                                                                    label_names=LABELS)}
+                                                                    label_names=LABELS, text_pairs=False)}
     out = {}
     for seed, (row, model) in enumerate(models.items(), start=3):
         _randomise(model, seed)

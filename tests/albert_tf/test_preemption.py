@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 
@@ -80,9 +79,12 @@ def _plain(flags, env=None):
 
 def _variables(checkpoint):
     reader = tf.train.load_checkpoint(str(checkpoint))
-    # save_counter counts the saves of one folder, not training state.
+    # save_counter counts the saves of one folder, not training state; the
+    # input iterator's state (a variant, "input/") holds what it had
+    # prefetched when saved, which depends on timing: it is compared by the
+    # batches it yields, through the weights of the steps after it.
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("save_counter")}
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith(("save_counter", "input/"))}
 
 
 def _assert_same_variables(got, want):
@@ -125,19 +127,9 @@ def test_pretrain_sigterm_checkpoints_the_step_and_the_rerun_equals_an_uninterru
         _assert_same_variables(at_3, want)
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _two_workers(flags, signal_step=None):
     """Both workers of a MultiWorkerMirroredStrategy run; worker 1 alone gets the signal."""
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in _free_ports(2)]}
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in tl.free_ports(2)]}
     procs = []
     for index in range(2):
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", SIGNAL_TASK="1", TF_CONFIG=json.dumps(
@@ -159,6 +151,10 @@ def test_multi_worker_sigterm_on_one_worker_stops_both_at_the_same_step(workdir,
     assert "stopped by SIGTERM after step 2" in _preempted_line(errs[1])
     assert f"checkpoint {stopped / 'ckpt-2'} written" in _preempted_line(errs[1])
     assert (stopped / "ckpt-2.index").exists()
+    # The other worker keeps only its newest copy (a resume reads its input position there), not
+    # --keep_checkpoint_max of them.
+    scratch = stopped / ".worker-worker-1"
+    assert sorted(p.name for p in scratch.glob("ckpt-*.index")) == ["ckpt-2.index"]
 
     # Resuming under MultiWorkerMirroredStrategy is the existing machinery
     # (tests/albert_tf/test_training.py); what is new here is the agreement.
@@ -288,3 +284,50 @@ def test_watcher_restores_the_handlers_and_a_second_signal_stops_at_once():
         assert caught == [signal.SIGTERM] * 2  # the previous handler is back
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def test_a_stop_on_a_batch_a_periodic_save_wrote_does_not_write_it_again(tmp_path):
+    """The grace period holds one write of the state, not two (review F15)."""
+    import keras
+
+    from albert_tf.tasks import callbacks as cb
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    resume = cb.ResumeCheckpoint(str(tmp_path), model, batches_per_pass=10, save_steps=2)
+    resume.set_model(model)
+    resume.set_params({"steps": 10})
+    writes = []
+    original = resume._manager.save
+    resume._manager.save = lambda **kw: writes.append(kw) or original(**kw)
+    resume.on_train_batch_end(0)
+    resume.on_train_batch_end(1)  # the periodic save of batch 2
+    assert resume.save_now().endswith("ckpt-2") and len(writes) == 1
+    resume.on_train_batch_end(2)
+    assert resume.save_now().endswith("ckpt-3") and len(writes) == 2  # a batch not saved yet is written
+
+
+# Signals its own process while albert-pretrain checks its files (before the training loop), then runs on.
+_PRETRAIN_SIGNALLED_AT_START = """
+import signal, sys
+from albert_tf.bin import pretrain
+original = pretrain._check_files
+
+def check_files(*args):
+    signal.raise_signal(signal.SIGTERM)
+    return original(*args)
+
+pretrain._check_files = check_files
+sys.argv = ["albert-pretrain"] + sys.argv[1:]
+pretrain.run()
+"""
+
+
+def test_a_sigterm_before_the_training_loop_ends_in_one_line_and_exit_75(workdir, tmp_path):
+    """Before, the process died of the signal with no line (rc -15), a remote lease left behind (review F12)."""
+    done = _run([sys.executable, "-c", _PRETRAIN_SIGNALLED_AT_START] + _pretrain_flags(workdir, tmp_path / "run", 2))
+    assert done.returncode == 75, done.stderr[-3000:]
+    lines = [line for line in done.stderr.splitlines() if line.startswith("albert-pretrain: ")]
+    assert lines == ["albert-pretrain: stopped by SIGTERM outside a training step; nothing incomplete is taken "
+                     "for complete: run the same command again to go on (exit code 75)."], done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and not list((tmp_path / "run").glob("ckpt-*"))

@@ -34,6 +34,8 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
     # Machine facts, not user paths.
     ("albert_tf/runtime.py", "_cpu_flags", "open"): "/proc/cpuinfo",
     ("albert_tf/bin/common.py", "_start_tensorflow_quietly", "os.path.exists"): "/proc/driver/nvidia",
+    ("pipelines/locking.py", "_process_start_unix", "open"): "/proc/<pid>/stat and /proc/stat",
+    ("pipelines/locking.py", "network_filesystem", "open"): "/proc/mounts",
     ("albert_tf/bin/faults.py", "disk_full_message", "os.path.isdir"):
         "free space of a local disk (shutil.disk_usage); guarded by '://' not in folder",
     ("pipelines/fileio.py", "absolute", "os.path.abspath"): "the helper itself: URLs are returned as given",
@@ -207,7 +209,8 @@ def _checkpoint_values(prefix: str):
     import tensorflow as tf
 
     reader = tf.compat.v1.train.NewCheckpointReader(prefix)
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not name.startswith("input/")}  # the input iterator's state: a variant
 
 
 def _safetensors(path: str):

@@ -188,3 +188,17 @@ def test_best_spans_skip_spans_without_text():
     assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [1])
     s, e, _ = best_beam_spans(*beam, context, 30, text_mask=text)
     assert (s.numpy().tolist(), e.numpy().tolist()) == ([1], [3])
+
+
+def test_best_spans_at_n_best_size_pick_among_the_top_starts_and_ends():
+    """Issue 35 N11, hand-worked: the row's every position is ranked, [CLS] included, as the SQuAD
+    post-processing ranks a window's logits. Starts [9, 5, 4.8, 0, 0] and ends [8, 0, 0, 7, 0], context 1-4,
+    answers of at most 2 positions: every span's best is (2, 3) = 11.8; the top 2 starts are 0 and 1 and the
+    top 2 ends 0 and 3, whose only context span (1, 3) is too long: no answer; the top 3 starts hold 2 again."""
+    from albert_tf.export.span_qa import best_spans
+
+    start, end = tf.constant([[9.0, 5.0, 4.8, 0.0, 0.0]]), tf.constant([[8.0, 0.0, 0.0, 7.0, 0.0]])
+    context = tf.constant([[False, True, True, True, True]])
+    for n_best_size, want in ((None, (2, 3)), (2, (-1, -1)), (3, (2, 3)), (1, (-1, -1))):
+        s, e, _ = best_spans(start, end, context, 2, n_best_size=n_best_size)
+        assert (int(s[0]), int(e[0])) == want, n_best_size

@@ -66,7 +66,7 @@ def test_from_pretrained_loads_the_encoder_and_finds_spm(tmp_path, spm_model):
     assert clf.preprocessor is not None and clf.preprocessor.max_seq_length == 12
     assert clf.task_config == {"task_type": "classification", "num_classes": 4, "label_names": list("abcd"),
                                "dropout_rate": 0.1, "max_seq_length": 12, "do_lower_case": True,
-                               "normalization": "original", "pooling": "pooled"}
+                               "normalization": "original", "pooling": "pooled", "text_pairs": None}
     assert clf(tf.constant(["ka lo"])).shape == (1, 4)
     assert task_model.find_spm_model(folder) == os.path.join(folder, "spm.model")
 

@@ -4,7 +4,6 @@ kill, mirrored and multi-worker runs, logs/summaries/eval output, bad input."""
 import concurrent.futures
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -305,13 +304,14 @@ def _worker(args, env=None, check=True, timeout=240):
 def _checkpoint_values(prefix):
     return {name: tf.train.load_variable(prefix, name)
             for name, _ in tf.train.list_variables(prefix)
-            if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+            if name != "_CHECKPOINTABLE_OBJECT_GRAPH" and not name.startswith("input/")}
 
 
 def test_killed_mirrored_run_resumes_exactly(data, tmp_path):
     # Mirrored on 2 logical CPUs: one input pipeline feeds both replicas, so
-    # a step consumes two of its elements; the resumed run must skip 2 per
-    # completed step, not 1. (One device: tests/contracts/test_pretrain_resume.py,
+    # a step consumes two of its elements; the resumed run restores the input
+    # position that ckpt-2 saved (it is not skipped: train_input), and element
+    # j of a step still goes to replica j. (One device: tests/contracts/test_pretrain_resume.py,
     # through the installed binaries.) The straight and the killed run are
     # independent: they run at once.
     base = dict(data=data, batch=8, steps=6, save_steps=2, dropout=0.1,
@@ -326,6 +326,7 @@ def test_killed_mirrored_run_resumes_exactly(data, tmp_path):
         "ckpt-2")
     resumed = _worker(dict(base, output_dir=str(tmp_path / "resumed")))
     assert "Resumed from step 2" in resumed.stderr
+    assert "Input position restored from" in resumed.stderr and "reading again" not in resumed.stderr
     want = _checkpoint_values(str(tmp_path / "straight" / "ckpt-6"))
     got = _checkpoint_values(str(tmp_path / "resumed" / "ckpt-6"))
     assert set(got) == set(want)
@@ -347,18 +348,8 @@ def test_mirrored_two_cpu_replicas_equal_one_device(data, tmp_path):
     _assert_weights_close(got, _reference_big_batch(data, steps=3, batch=8))
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def test_multi_worker_mirrored_two_processes(data, tmp_path):
-    ports = _free_ports(2)
+    ports = tl.free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
     for index in range(2):

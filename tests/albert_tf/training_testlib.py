@@ -4,6 +4,7 @@ against the TFRecord contract, not against one reader."""
 
 import dataclasses
 import os
+import socket
 
 import numpy as np
 import tensorflow as tf
@@ -118,3 +119,28 @@ def pretraining_kwargs(**settings) -> dict:
                            if k in fields})
     out.update(settings)
     return out
+
+
+def free_ports(n: int) -> list:
+    """`n` TCP ports free on 127.0.0.1 now (for the workers of a two-process cluster)."""
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def pretrain_argv(folder, output_dir, steps: int, *extra) -> list:
+    """albert-pretrain's flags for a tiny run of `steps` on 32 records written into `folder` (with the
+    config), for calling the binary's `main` in-process (every flag given: none left from another run)."""
+    write_tfrecords(os.path.join(str(folder), "train.tfrecord"), 32, seed=3)
+    tiny_config().to_json_file(os.path.join(str(folder), "albert_config.json"))
+    return [f"--albert_config_file={os.path.join(str(folder), 'albert_config.json')}",
+            f"--input_file={os.path.join(str(folder), 'train.tfrecord')}", f"--output_dir={output_dir}",
+            "--spm_model_file=", "--preset=", "--train_batch_size=8", "--gradient_accumulation_steps=1",
+            "--max_seq_length=16", "--max_predictions_per_seq=3", f"--num_train_steps={steps}",
+            "--num_warmup_steps=1", "--learning_rate=0.01", "--save_checkpoints_steps=100", "--log_steps=1",
+            "--do_train", "--nodo_eval", "--strategy=default", "--mixed_precision=float32", "--init_checkpoint=",
+            *extra]

@@ -24,6 +24,9 @@ RESUME = "tests/contracts/test_resume.py"
 PRETRAIN = "tests/contracts/test_pretrain_resume.py"
 EXPORTS = "tests/contracts/test_exports.py"
 OPENVINO = "tests/albert_tf/test_openvino_export.py"
+FINETUNED = "tests/contracts/test_finetuned_exports.py"
+LABELS = "tests/contracts/test_labels_from_model.py"
+REMOTE = "tests/contracts/test_remote_folder.py"
 
 ROWS = ("encoder", "pretrainer", "classifier_single", "classifier_pair", "classifier_regression",
         "classifier_mean_pooling", "span_qa_v1", "span_qa_v2", "multiple_choice", "tagging")
@@ -91,6 +94,16 @@ COLUMNS = (
     Column("empty batch", (Source(EXPORTS, "test_empty"),)),
     Column("hostile strings", (Source(EXPORTS, "test_hostile"),)),
     Column("metadata", (Source(EXPORTS, "test_metadata"),)),
+    Column("remote folder", (Source(REMOTE, "test_remote_folder"),)),
+    Column("labels from the model", (Source(LABELS, "test_eval_and_predict_name_answers_with_the_models_labels"),),
+           not_applicable=tuple((row, "its answers have no label names") for row in (
+               "encoder", "pretrainer", "classifier_regression", "span_qa_v1", "span_qa_v2", "multiple_choice"))),
+    Column("text pairs", (
+        Source(FINETUNED, "test_text_pairs"),
+        Source(EXPORTS, "test_fill_mask_takes_no_text_pair", ("pretrainer",))),
+        refusal_rows=("tagging", "pretrainer")),
+    Column("from an albert-finetune folder", (Source(FINETUNED, "test_export_from_an_albert_finetune_folder"),),
+           refusal_rows=("pretrainer",)),
 )
 
 
@@ -229,7 +242,7 @@ def render_starts(starts: Dict[str, Dict[str, List[str]]]) -> List[str]:
 
 def generate() -> str:
     """The README's text, from the tests as they are now."""
-    nodes = collect([path for path in (RESUME, EXPORTS, PRETRAIN, STARTS_FILE)
+    nodes = collect([path for path in (RESUME, EXPORTS, PRETRAIN, FINETUNED, LABELS, REMOTE, STARTS_FILE)
                      if os.path.exists(os.path.join(REPO, path))])
     return render(cells(nodes + source_nodes(OPENVINO)), start_cells(nodes))
 

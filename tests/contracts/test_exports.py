@@ -40,6 +40,8 @@ MAX_LEN = 32
 LABELS = ["negative", "neutral", "positive"]
 TAGS = ["O", "B-X", "I-X", "B-Y"]
 QA_MAX_ANSWER = 4  # the fine-tuned value, saved with the model; the export must serve it
+# Issue 35 N11: fine-tuning decodes each window's top n starts x top n ends; the export must pick among the same.
+QA_N_BEST = 2
 
 ROWS = ("encoder", "pretrainer", "classifier_single", "classifier_pair", "classifier_regression",
         "classifier_mean_pooling", "span_qa_v1", "span_qa_v2", "multiple_choice", "tagging")
@@ -115,7 +117,8 @@ def _models(spm):
     keras.utils.set_random_seed(11)  # before any SentencePiece op exists (tf-keras-notes.md)
     config = tiny_config()
     pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=MAX_LEN)
-    qa = dict(preprocessor=pre, max_query_length=8, doc_stride=5, max_answer_length=QA_MAX_ANSWER)
+    qa = dict(preprocessor=pre, max_query_length=8, doc_stride=5, max_answer_length=QA_MAX_ANSWER,
+              n_best_size=QA_N_BEST)
     models = {
         "pretrainer": albert_tf.AlbertPretrainer(config),
         "classifier_single": albert_tf.AlbertClassifier(config, 3, preprocessor=pre, label_names=LABELS),
@@ -162,6 +165,33 @@ def _export_commands(root, spm, models):
     return commands
 
 
+# Runs a script (argv[2:]) with albert_tf and pipelines unimportable: each attempt is appended to the file argv[1]
+# and raises ImportError, so an export that needed the package to load fails (tests/albert_tf/export_worker.py).
+BLOCKED_RUNNER = r"""
+import runpy, sys
+log, script = sys.argv[1], sys.argv[2]
+
+
+class Blocker:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("albert_tf", "pipelines"):
+            with open(log, "a", encoding="utf-8") as f:
+                f.write(name + "\n")
+            raise ImportError(f"blocked: {name} (an export must load without albert_tf and pipelines)")
+        return None
+
+
+sys.meta_path.insert(0, Blocker())
+sys.argv = sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def run_worker(jobs_path, results_path, blocked_log):
+    """export_worker.py on `jobs_path` with albert_tf and pipelines blocked (attempts listed in `blocked_log`)."""
+    _run(["-c", BLOCKED_RUNNER, blocked_log, WORKER, jobs_path, results_path])
+
+
 def _run(args, timeout=600):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO)
     proc = subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True,
@@ -177,7 +207,7 @@ def _fill_mask_reference(pretrainer, pre, texts):
     rows = []
     for text in texts:
         body = []
-        for i, part in enumerate(text.split("[MASK]")):
+        for i, part in enumerate(text.split(b"[MASK]" if isinstance(text, bytes) else "[MASK]")):
             body += ([4] if i else []) + pre.tokenize(tf.constant([part])).to_list()[0]
         rows.append([2] + body[:MAX_LEN - 2] + [3])
     width = max(len(r) for r in rows)
@@ -190,8 +220,9 @@ def _fill_mask_reference(pretrainer, pre, texts):
     return {"positions": positions, "probs": _softmax(logits.astype(np.float64))}
 
 
-def _span_reference(model, spm, questions, contexts):
-    """The library's answers: the SQuAD reader's windows, the model's logits, postprocess_predictions."""
+def _span_reference(model, spm, questions, contexts, n_best_size=None):
+    """The library's answers: the SQuAD reader's windows, the model's logits, postprocess_predictions (at the
+    model's n_best_size unless given)."""
     from pipelines import tokenizer
     from pipelines.finetune import squad
     from pipelines.finetune.sp_text import PieceText
@@ -200,11 +231,13 @@ def _span_reference(model, spm, questions, contexts):
     features = squad.convert_examples_to_features(examples, PieceText(tokenizer.SentencePieceVocab.from_file(spm)),
                                                   MAX_LEN, model.doc_stride, model.max_query_length)
     outputs = {k: np.asarray(v) for k, v in model(features.model_inputs(), training=False).items()}
-    result = squad.postprocess_predictions(examples, features, outputs, n_best_size=MAX_LEN,
+    result = squad.postprocess_predictions(examples, features, outputs, n_best_size=n_best_size or model.n_best_size,
                                            max_answer_length=QA_MAX_ANSWER, version_2=model.version_2,
                                            null_score_diff_threshold=model.null_score_diff_threshold)
+    kept = {int(i) for i in features.example_index}  # the reader skips a context it cannot align
     return {"answer": [result.predictions[e.qas_id] for e in examples],
-            "null_odds": [result.null_odds.get(e.qas_id) for e in examples]}
+            "null_odds": [result.null_odds.get(e.qas_id) for e in examples],
+            "kept": [i in kept for i in range(len(examples))]}
 
 
 def _library(pre, models, spm):
@@ -241,13 +274,40 @@ def _library(pre, models, spm):
         "multiple_choice": ({"text": edge.CONTEXTS, "choices": edge.CHOICES}, "serving_default",
                             {"probabilities": _softmax(mc.numpy())}),
         "tagging": ({"text": edge.TEXTS}, "serving_default",
-                    {"tag_ids": np.where(mask > 0, tag_logits.argmax(-1), -1)}),
+                    {"tag_ids": np.where(word_starts(spm, ids["input_ids"].numpy(), mask), tag_logits.argmax(-1), -1)}),
     }
+
+
+def word_starts(spm, input_ids, input_mask):
+    """bool [B, T]: the real pieces that begin a word ("▁..."), where the tagging reader puts a word's label
+    (sentencepiece's own piece names; `spm` a file or a serialized model)."""
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor()
+    if isinstance(spm, bytes):
+        sp.LoadFromSerializedProto(spm)
+    else:
+        sp.Load(spm)
+    starts = np.vectorize(lambda i: sp.IdToPiece(int(i)).startswith("\u2581"), otypes=[bool])(input_ids)
+    return starts & (np.asarray(input_mask) > 0)
+
+
+HOSTILE_FILL_MASK = [t + b" [MASK] lo" for t in edge.HOSTILE]  # the hostile strings with a mask to fill
+# Span QA's hostile contexts (the hostile strings reversed) but the 2 MB word, which the server cuts to
+# max_context_length pieces where the reader makes windows over all of it: its answer is checked as the
+# context's text only.
+HOSTILE_CONTEXTS = edge.HOSTILE[::-1]
+HOSTILE_QA_COMPARED = [i for i, c in enumerate(HOSTILE_CONTEXTS) if len(c) < 10_000]
+# The hostile strings as questions about a context the reader aligns (it skips contexts it cannot align: most
+# hostile ones), so that every row's answer is compared.
+PLAIN_CONTEXT = "Ka lo MI ten. Ser qua, vi don! ka mi lo"
 
 
 def _hostile_inputs(row):
     """The row's hostile request: the hostile strings wherever the head takes text."""
     texts = edge.HOSTILE
+    if row == "pretrainer":
+        return {"text": _b64(HOSTILE_FILL_MASK)}
     if row.startswith("span_qa"):
         return {"text": _b64(texts), "text_pair": _b64(texts[::-1])}
     if row == "multiple_choice":
@@ -257,11 +317,20 @@ def _hostile_inputs(row):
     return {"text": _b64(texts)}
 
 
-def _hostile_library(row, pre, models):
-    """What the library answers on the hostile strings (the rows whose library call takes bytes)."""
+def _hostile_library(row, pre, models, spm):
+    """What the library answers on the hostile strings (span QA: on the contexts of HOSTILE_QA_COMPARED, the
+    text as the original's convert_to_unicode reads it: invalid bytes dropped)."""
     import tensorflow as tf
 
     texts = tf.constant(edge.HOSTILE)
+    if row == "pretrainer":
+        return _fill_mask_reference(models[row], pre, HOSTILE_FILL_MASK)
+    if row.startswith("span_qa"):
+        questions = [edge.HOSTILE[i].decode("utf-8", "ignore") for i in HOSTILE_QA_COMPARED]
+        contexts = [HOSTILE_CONTEXTS[i].decode("utf-8", "ignore") for i in HOSTILE_QA_COMPARED]
+        every = [t.decode("utf-8", "ignore") for t in edge.HOSTILE]
+        return {"pairs": _span_reference(models[row], spm, questions, contexts),
+                "questions": _span_reference(models[row], spm, every, [PLAIN_CONTEXT] * len(every))}
     if row == "encoder":
         return {"pooled_output": models["encoder"](pre(texts))["pooled_output"].numpy()}
     if row in ("classifier_single", "classifier_mean_pooling"):
@@ -274,8 +343,9 @@ def _hostile_library(row, pre, models):
         choices = tf.constant([[t, b"ka", edge.HOSTILE[0]] for t in edge.HOSTILE])
         return {"probabilities": _softmax(models[row]({"text": texts, "choices": choices}).numpy())}
     if row == "tagging":
-        mask = pre(texts)["input_mask"].numpy()
-        return {"tag_ids": np.where(mask > 0, models[row](texts).numpy().argmax(-1), -1)}
+        ids = pre(texts)
+        starts = word_starts(pre.spm_model_proto, ids["input_ids"].numpy(), ids["input_mask"].numpy())
+        return {"tag_ids": np.where(starts, models[row](texts).numpy().argmax(-1), -1)}
     return {}
 
 
@@ -304,6 +374,10 @@ def exports(tmp_path_factory, contract_assets):
         jobs.append({"id": "library_" + row, "path": path, "signature": signature, "inputs": inputs})
         jobs.append({"id": "hostile_" + row, "path": path, "signature": signature,
                      "inputs_b64": _hostile_inputs(row)})
+        if row.startswith("span_qa"):
+            jobs.append({"id": "hostile_questions_" + row, "path": path, "signature": signature,
+                         "inputs_b64": {"text": _b64(edge.HOSTILE),
+                                        "text_pair": _b64([PLAIN_CONTEXT] * len(edge.HOSTILE))}})
         big = {name: ([[t, "ka", "lo"] for t in edge.big_batch()] if name == "choices" else edge.big_batch())
                for name in inputs}
         jobs.append({"id": "big_" + row, "path": path, "signature": signature, "inputs": big, "summary": True})
@@ -311,11 +385,12 @@ def exports(tmp_path_factory, contract_assets):
         jobs.append({"id": "empty_" + name, "path": paths[name], "empty": True})
     with open(os.path.join(root, "jobs.json"), "w", encoding="utf-8") as f:
         json.dump(jobs, f)
-    _run([WORKER, os.path.join(root, "jobs.json"), os.path.join(root, "results.json")])
+    blocked = os.path.join(root, "blocked_imports.txt")
+    run_worker(os.path.join(root, "jobs.json"), os.path.join(root, "results.json"), blocked)
     with open(os.path.join(root, "results.json"), encoding="utf-8") as f:
         results = json.load(f)
-    hostile = {row: _hostile_library(row, pre, models) for row in ROWS}
-    return {"paths": paths, "binary": binary, "library": library, "hostile": hostile, "results": results,
+    hostile = {row: _hostile_library(row, pre, models, spm) for row in ROWS}
+    return {"blocked": blocked, "paths": paths, "binary": binary, "library": library, "hostile": hostile, "results": results,
             "spm": spm, "models": models}
 
 
@@ -325,7 +400,19 @@ def _values(exports, job, key):
 
 # ----------------------------------------------------------------- tests
 def test_worker_imported_no_albert_tf(exports):
+    """The worker ran with albert_tf and pipelines blocked (an import would have failed it) and tried none."""
     assert [m for m in exports["results"]["__modules__"] if not m.startswith("keras")] == []
+    assert not os.path.exists(exports["blocked"]) or open(exports["blocked"], encoding="utf-8").read() == ""
+
+
+def test_worker_blocker_catches_an_import(tmp_path):
+    """Companion: under the worker's blocker a script importing pipelines fails, and the attempt is listed."""
+    script, log = tmp_path / "imports.py", tmp_path / "blocked.txt"
+    script.write_text("import json\nimport pipelines.tokenizer\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_RUNNER, str(log), str(script)], cwd=REPO,
+                          env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "ImportError: blocked: pipelines" in proc.stderr, proc.stderr[-2000:]
+    assert log.read_text(encoding="utf-8").split() == ["pipelines"]
 
 
 @pytest.mark.parametrize("row", ROWS)
@@ -355,6 +442,30 @@ def _check_span_answers(exports, row, job, contexts):
             assert (start, end) == (-1, -1)
 
 
+def _check_fill_mask(exports, job, want):
+    """The served masks, top-k scores, ids and pieces are the library's (`_fill_mask_reference`)."""
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor()
+    sp.Load(exports["spm"])
+    scores = np.array(_values(exports, job, "top_k_scores"))
+    ids, pieces = _values(exports, job, "top_k_ids"), _values(exports, job, "top_k_pieces")
+    k = scores.shape[-1]
+    top = np.zeros_like(scores)
+    for b, positions in enumerate(want["positions"]):
+        assert _values(exports, job, "masked_positions")[b] == positions + [-1] * (scores.shape[1] - len(positions))
+        for m in range(scores.shape[1]):
+            if m >= len(positions):  # no mask here: nothing served
+                assert ids[b][m] == [-1] * k and pieces[b][m] == [""] * k, (b, m)
+                continue
+            order = np.argsort(-want["probs"][b, m], kind="stable")[:k]
+            top[b, m] = want["probs"][b, m][order]
+            assert ids[b][m] == order.tolist(), (b, m)
+            assert pieces[b][m] == [sp.IdToPiece(int(i)) for i in order], (b, m)
+    assert sum(len(p) for p in want["positions"]) >= 3, want["positions"]
+    assert_close(scores.reshape(len(scores), -1), top.reshape(len(top), -1), what=job)
+
+
 @pytest.mark.parametrize("row", ROWS)
 def test_library(exports, row):
     """The SavedModel in a fresh process answers the edge texts as the library does."""
@@ -365,7 +476,7 @@ def test_library(exports, row):
         # postprocess_predictions returns them, not decoded pieces ("ka ⁇ afe ⁇ lo").
         got = _values(exports, job, "answer")
         assert got == want["answer"]
-        assert sum(1 for a in got if a) >= (4 if row == "span_qa_v1" else 2) and any(a != a.lower() for a in got), got
+        assert sum(1 for a in got if a) >= (3 if row == "span_qa_v1" else 2) and any(a != a.lower() for a in got), got
         if row == "span_qa_v2":  # the model's threshold applies: some questions answered, others not
             assert sum(1 for c, a in zip(edge.CONTEXTS, got) if c and not a) >= 2, got
         _check_span_answers(exports, row, job, edge.CONTEXTS)
@@ -377,13 +488,7 @@ def test_library(exports, row):
                          what=row)
         return
     if row == "pretrainer":
-        scores = np.array(_values(exports, job, "top_k_scores"))
-        top = np.zeros_like(scores)
-        for b, positions in enumerate(want["positions"]):
-            assert _values(exports, job, "masked_positions")[b][:len(positions)] == positions
-            for m in range(len(positions)):
-                top[b, m] = np.sort(want["probs"][b, m])[::-1][:scores.shape[-1]]
-        assert_close(scores.reshape(len(scores), -1), top.reshape(len(top), -1), what=row)
+        _check_fill_mask(exports, job, want)
         return
     for key, value in want.items():
         got = _values(exports, job, key)
@@ -412,14 +517,32 @@ def test_hostile(exports, row):
     for out in result.values():
         if out["dtype"].startswith("float"):
             assert np.all(np.isfinite(np.asarray(out["values"], np.float64)))
-    for key, value in exports["hostile"][row].items():
-        if value.dtype.kind in "iu":
-            assert result[key]["values"] == value.tolist(), key
-        else:
-            assert_close(result[key]["values"], value, what=f"{row}/{key}")
-    if row.startswith("span_qa"):
-        contexts = [t.decode("utf-8", "ignore") for t in edge.HOSTILE[::-1]]
+    want = exports["hostile"][row]
+    if row == "pretrainer":
+        _check_fill_mask(exports, "hostile_" + row, want)
+    elif row.startswith("span_qa"):
+        # Hostile contexts: those the SQuAD reader keeps. It skips a context whose pieces it cannot align with
+        # its characters (controls, zero widths, and here even "ka  lo "), which the server still answers from
+        # the context's own text (checked below).
+        kept = [j for j, k in enumerate(want["pairs"]["kept"]) if k]
+        assert kept, want["pairs"]
+        answers = result["answer"]["values"]
+        assert ([answers[HOSTILE_QA_COMPARED[j]] for j in kept] == [want["pairs"]["answer"][j] for j in kept]), (
+            answers, want["pairs"])
+        # Hostile questions about a plain context: every row compared.
+        questions = exports["results"]["hostile_questions_" + row]["outputs"]
+        assert all(want["questions"]["kept"]) and any(want["questions"]["answer"]), want["questions"]
+        assert questions["answer"]["values"] == want["questions"]["answer"]
+        if row == "span_qa_v2":
+            assert_close(questions["null_odds"]["values"], want["questions"]["null_odds"], what=row)
+        contexts = [t.decode("utf-8", "ignore") for t in HOSTILE_CONTEXTS]
         _check_span_answers(exports, row, "hostile_" + row, contexts)
+    else:
+        for key, value in want.items():
+            if value.dtype.kind in "iu":
+                assert result[key]["values"] == value.tolist(), key
+            else:
+                assert_close(result[key]["values"], value, what=f"{row}/{key}")
     big = exports["results"]["big_" + row]
     assert all(out["shape"][0] == edge.BIG_BATCH for out in big["outputs"].values()), big
     assert all(out["finite"] in (True, None) for out in big["outputs"].values()), big
@@ -465,3 +588,30 @@ def test_metadata(exports, row):
         # ... and an explicit --max_answer_length still wins.
         flagged = json.loads(_asset(exports, "span_qa_v1_flag", "preprocessing.json"))
         assert flagged["max_answer_length"] == 7
+
+
+def test_span_qa_v1_n_best_size_changes_answers(exports):
+    """Issue 35 N11 companion: at the fine-tuned n_best_size the library's answers differ from a search of every
+    span on these texts, so `test_library[span_qa_v1]` fails on an export that searches every span."""
+    model = exports["models"]["span_qa_v1"]
+    every = _span_reference(model, exports["spm"], edge.QUESTIONS, edge.CONTEXTS, n_best_size=MAX_LEN)
+    assert every["answer"] != exports["library"]["span_qa_v1"][2]["answer"]
+
+
+def test_python_answer_of_the_pretrainer_equals_the_saved_model(exports):
+    """Issue 37 item 6: fill-mask on raw text in Python (`albert_tf.export.answer`) = the SavedModel's."""
+    from albert_tf.export import answer
+
+    got = answer(exports["models"]["pretrainer"], edge.FILL_MASK, spm_model_file=exports["spm"],
+                 max_seq_length=MAX_LEN, top_k=4)
+    want = exports["results"]["library_pretrainer"]["outputs"]
+    assert sorted(got) == sorted(want)
+    assert_close(got["top_k_scores"].reshape(len(edge.FILL_MASK), -1),
+                 np.reshape(want["top_k_scores"]["values"], (len(edge.FILL_MASK), -1)), what="fill-mask")
+    for key in ("masked_positions", "top_k_ids", "top_k_pieces"):
+        assert got[key].tolist() == want[key]["values"], key
+
+
+def test_fill_mask_takes_no_text_pair(exports):
+    """The "text pairs" cell of the pretrainer: refused, as fill-mask packs one text (no pair signature)."""
+    assert set(exports["results"]["empty_pretrainer"]["empty"]) == {"serving_default", "serve_token_ids"}

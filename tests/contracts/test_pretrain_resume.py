@@ -9,9 +9,10 @@ later passes.
 
 - kill -9 mid-run, then the same command: every variable of the last
   checkpoint (weights, optimizer slots and step, dropout RNG state) equals an
-  uninterrupted run's exactly. The run's data position is its step (the
-  pipeline is deterministic and skips what the finished steps read), so
-  exact equality holds with the data position saved only at checkpoints.
+  uninterrupted run's exactly. The run's data position (the input
+  iterator's state, files, shuffle buffer and all) is saved in each
+  checkpoint and restored without reading the consumed records again
+  (`albert_tf.training.train_input`).
 - a rerun of a finished run trains nothing and changes no file (the model
   folder is written again, with the same bytes);
 - a rerun with another batch size, max_seq_length, seed, masking or input
@@ -116,6 +117,7 @@ def test_albert_pretrain_killed_mid_run_then_rerun_equals_an_uninterrupted_run(p
                            timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"Resumed from step {step_at_kill}" in again.stderr
+    assert f"Input position restored from {at_kill} " in again.stderr  # not read again
     want = _variables(os.path.join(pretraining["whole"], f"ckpt-{STEPS}"))
     assert any(name.startswith("optimizer/_variables/") for name in want), sorted(want)  # LAMB's slots
     assert any("rng" in name for name in want), sorted(want)  # the dropout seed state
