@@ -74,9 +74,8 @@ per head family (`encoder`: encoder and fill-mask, `classifier`: classifier
 and tagging, `span_qa`: span decoding, `multiple_choice`), `char_offsets`
 (each piece's characters in the original text: span answers in the
 context's own text), `pieces` (piece tables, SentencePiece-free decoding),
-`versions`, `assets`, `rest` (TF
-Serving's REST row format) and `in_process` (the same serving code run in
-this process, without a SavedModel: `model.answer(texts)`).
+`versions`, `assets` and `rest` (TF
+Serving's REST row format).
 
 `export_openvino(model, export_dir)` (`albert_tf.export.openvino`, the
 [openvino] extra, imported only when used) writes an OpenVINO IR that

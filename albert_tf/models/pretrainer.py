@@ -174,33 +174,26 @@ class AlbertPretrainer(ConfigModel):
         outputs["sop_logits"] = self.sop_head(outputs["pooled_output"])
         return outputs
 
-    def answer(self, texts, spm_model_file: str = None, *, top_k: int = 5, batch_size: int = 32, **settings):
-        """Fill-mask on raw text: write `[MASK]` where a piece is to be predicted.
-
-        The export's fill-mask serving, run here (`albert_tf.export.in_process`):
-        each row equals what the SavedModel of
-        `export_saved_model(self, ..., spm_model_file=...)` answers.
+    def answer(self, text, spm_model_file: str, *, top_k: int = 5, **settings):
+        """Fill-mask on raw text, as the model's exported `serving_default` answers it, from the same code
+        (`albert_tf.export.answer`): write `[MASK]` where a piece is to be predicted.
 
         Args:
-            texts: a string or a list of strings.
+            text: a list of strings.
             spm_model_file: the SentencePiece model the model was trained with.
             top_k: candidates per [MASK].
-            batch_size: rows per call.
-            **settings: max_seq_length, do_lower_case, normalization (as
-                `export_saved_model`).
+            **settings: max_seq_length (as `export_saved_model`).
 
         Returns:
-            One dict per text (one dict for one string): `masked_positions`
-            (positions in the packed sequence), `top_k_pieces`, `top_k_ids`,
-            `top_k_scores` (probabilities) per [MASK].
+            Output name -> NumPy array: `masked_positions` [B, M] (positions in the packed sequence, -1 on
+            padding), `top_k_pieces` (str), `top_k_ids`, `top_k_scores` (probabilities) [B, M, top_k].
 
         Example:
-        >>> pre.answer("the [MASK] sat", "spm.model", top_k=3)  # doctest: +SKIP
-        {'masked_positions': [2], 'top_k_ids': [[...]], 'top_k_scores': [[...]], 'top_k_pieces': [[...]]}
+        >>> pre.answer(["the [MASK] sat"], "spm.model", top_k=3)["top_k_pieces"]  # doctest: +SKIP
         """
-        from albert_tf.export.in_process import answer
+        from albert_tf.export.answers import answer
 
-        return answer(self, texts, batch_size=batch_size, spm_model_file=spm_model_file, top_k=top_k, **settings)
+        return answer(self, text, spm_model_file=spm_model_file, top_k=top_k, **settings)
 
     # ----------------------------------------------------------- Keras fit
     # The trackers hold the loss-term sums over the epoch; the reported values

@@ -362,49 +362,6 @@ class TaskModel(keras.Model):
             return tf.nest.map_structure(lambda t: t.numpy(), self(features, training=False))
         return super().predict(_texts_as_tensors(x), *args, **kwargs)
 
-    def answer(self, texts, text_pairs=None, *, choices=None, batch_size: int = 32, **settings):
-        """Raw text in, what the model's SavedModel serves out: labels, answers, tags.
-
-        Computed by the serving code `albert_tf.export` saves for this head,
-        run here (`albert_tf.export.in_process`), so the rows equal what
-        `rest_predict` answers for `export_saved_model(self, ...)` on the same
-        texts (float outputs to float32 rounding: the export freezes its
-        weights, this reads the variables).
-
-        - classifier: `label` (the model's label names, as in
-          task_config.json; "0", "1", ... without), `probabilities`, `logits`;
-          regression: `value`, `logits`. Pass `text_pairs` for pair models.
-        - span QA: texts are questions, `text_pairs` the contexts: `answer`
-          (the context's own text), `start_char` / `end_char` (the answer is
-          context[start_char:end_char]; -1 with no answer), `start`, `end`,
-          `score`; SQuAD v2 models also `null_odds` and
-          `no_answer_probability`, and answer "" above the no-answer threshold.
-        - tagging: `tags`, `pieces`, `tag_ids`, `input_mask` per position of
-          the packed sequence.
-        - multiple choice: texts are contexts and `choices` one list of
-          choices per text: `choice`, `probabilities`, `logits`.
-
-        Args:
-            texts: a string or a list of strings.
-            text_pairs: the second text of each row, or None.
-            choices: multiple choice only: [len(texts)][num_choices] strings.
-            batch_size: rows per call.
-            **settings: what `export_saved_model` takes of the same name:
-                max_seq_length, do_lower_case, normalization; span QA also
-                max_answer_length, doc_stride, max_context_length,
-                null_score_diff_threshold (default: the model's, as the export).
-
-        Returns:
-            One dict per text (a single dict when `texts` is one string).
-
-        Example:
-        >>> clf.answer(["a fine film"])  # doctest: +SKIP
-        [{'probabilities': [0.3, 0.7], 'label': 'positive', 'logits': [-0.4, 0.4]}]
-        """
-        from albert_tf.export.in_process import answer
-
-        return answer(self, texts, text_pairs, choices=choices, batch_size=batch_size, **settings)
-
     @property
     def task_config(self) -> dict:
         """What `save_task_model` writes to task_config.json."""

@@ -1,15 +1,17 @@
 """`model.answer(...)`: raw text in Python, the export's answers out (issue 37 item 6).
 
-Every head that answers text (classifier single and pair, span QA
+Every head that answers text (classifier, span QA
 v1 and v2 with its no-answer threshold, tagging, multiple choice, the
 pretrainer's fill-mask) is compared with its SavedModel, written by
 `export_saved_model` and loaded with `tf.saved_model.load`, on the shared
 edge texts (tests/contracts/edge_texts.py): strings and integers equal,
-floats to 1e-5 (the export freezes its weights). `answer` is called in
-batches of 4, the SavedModel with the whole request, so batching is covered
-too. The classifier's label mapping is checked once by hand (head weights
-set so the probabilities are known), through save_task_model /
-load_task_model (the names from task_config.json).
+floats to 1e-5 (the export freezes its weights). The models are built in
+Python here (tests/contracts/test_finetuned_exports.py compares the
+albert-finetune folders' answers); the fill-mask row is only here. The
+classifier's label mapping is checked once by hand (head weights set so the
+probabilities are known), through save_task_model / load_task_model (the
+names from task_config.json), and a model that answered is freed with its
+serving module.
 """
 
 import math
@@ -20,9 +22,6 @@ import pytest
 
 from tests.contracts import edge_texts as edge
 from tests.contracts.test_exports import LABELS, MAX_LEN, QA_MAX_ANSWER, TAGS, _randomize, assert_close
-
-BATCH = 4
-
 
 def _build(spm, names=None):
     import keras
@@ -67,8 +66,7 @@ def heads(tmp_path_factory):
     spm = train_tiny_spm(root)
     models = _build(spm)
     # A threshold between the v2 null odds, so that some questions are answered and some are not.
-    odds = [row["null_odds"] for row in models["span_qa_v2"].answer(edge.QUESTIONS, edge.CONTEXTS,
-                                                                    null_score_diff_threshold=1e9)]
+    odds = models["span_qa_v2"].answer(edge.QUESTIONS, edge.CONTEXTS, null_score_diff_threshold=1e9)["null_odds"]
     threshold = float(np.median(odds))
     loaded = {}
     for name, model in models.items():
@@ -80,126 +78,69 @@ def heads(tmp_path_factory):
     return {"models": models, "loaded": loaded, "spm": spm, "threshold": threshold, "root": root}
 
 
-def _served(loaded, signature, **inputs):
+def _served(loaded, **inputs):
     import tensorflow as tf
 
-    outputs = loaded.signatures[signature](**{k: tf.constant(v) for k, v in inputs.items()})
+    outputs = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
     return {key: value.numpy() for key, value in outputs.items()}
 
 
-def _decoded(array):
-    return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array) if array.dtype.kind in "SO" else array
-
-
-def _flat(values):
-    """Every value of a list of (nested) lists or arrays, in order."""
-    return [v for value in values for v in np.ravel(np.asarray(value, dtype=object)).tolist()]
-
-
-def _compare(got, want, what):
-    """Equal strings and integers, floats to 1e-5 (a check that zeros or shuffled values fail)."""
-    want = np.asarray(want)
-    if want.dtype.kind == "f":
-        assert_close(got, want, what=what)
-    else:
-        np.testing.assert_array_equal(np.asarray(got, dtype=want.dtype), want, err_msg=what)
-
-
-def assert_rows_equal(rows, served, what, padding=()):
-    """Rows of `answer` == the SavedModel's outputs: same keys, strings and integers equal, floats to 1e-5.
-
-    Args:
-        rows: `answer`'s rows.
-        served: the signature's outputs (NumPy, whole request).
-        what: for messages.
-        padding: key -> padding value for the outputs `answer` returns without their batch's padding (the
-            SavedModel pads a request to its longest row or most masks): row i's served values past the row's
-            own length must be that padding, the rest equal the row.
-    """
-    assert rows and all(set(row) == set(served) for row in rows), (what, sorted(rows[0]), sorted(served))
-    padding = dict(padding)
+def assert_answers_equal(got, served, what):
+    """`answer`'s outputs == the SavedModel's: same names, strings and integers equal, floats to 1e-5 (a check
+    that zeros or shuffled rows fail)."""
+    assert sorted(got) == sorted(served), (what, sorted(got), sorted(served))
     for key, want in served.items():
-        want = _decoded(want)
-        if key not in padding:
-            _compare([row[key] for row in rows], want, f"{what}: {key}")
-            continue
-        kept = []
-        for i, row in enumerate(rows):
-            n = len(row[key])
-            assert np.all(np.asarray(want[i][n:]) == padding[key]), f"{what}: {key} row {i} past {n}: {want[i][n:]}"
-            assert n == 0 or np.any(np.asarray(want[i][n - 1]) != padding[key]), f"{what}: {key} row {i} cut short"
-            kept.append(want[i][:n])
-        _compare(_flat(row[key] for row in rows), np.asarray(_flat(kept), dtype=want.dtype), f"{what}: {key}")
-
-
-TAGGING_PADDING = {"tags": "", "pieces": "", "tag_ids": -1, "input_mask": 0}
-FILL_MASK_PADDING = {"masked_positions": -1, "top_k_ids": -1, "top_k_scores": 0.0, "top_k_pieces": ""}
+        if want.dtype.kind in "SO":
+            want = np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(want)
+            assert np.asarray(got[key]).tolist() == want.tolist(), f"{what}: {key}"
+        elif want.dtype.kind == "f":
+            assert_close(got[key], want, what=f"{what}: {key}")
+        else:
+            np.testing.assert_array_equal(got[key], want, err_msg=f"{what}: {key}")
 
 
 @pytest.mark.parametrize("name", ["classifier", "tagging"])
-def test_single_texts_answer_as_the_saved_model(heads, name):
-    rows = heads["models"][name].answer(edge.TEXTS, batch_size=BATCH)
-    served = _served(heads["loaded"][name], "serving_default", text=edge.TEXTS)
-    assert_rows_equal(rows, served, name, TAGGING_PADDING if name == "tagging" else ())
-
-
-@pytest.mark.parametrize("name", ["classifier", "tagging"])
-def test_text_pairs_answer_as_the_saved_models_pair_signature(heads, name):
-    rows = heads["models"][name].answer(edge.TEXTS, edge.PAIRS, batch_size=BATCH)
-    served = _served(heads["loaded"][name], "serve_text_pair", text=edge.TEXTS, text_pair=edge.PAIRS)
-    assert_rows_equal(rows, served, name + " pairs", TAGGING_PADDING if name == "tagging" else ())
-    single = heads["models"][name].answer(edge.TEXTS, batch_size=BATCH)
-    assert rows != single  # the pairs are read
+def test_texts_answer_as_the_saved_model(heads, name):
+    got = heads["models"][name].answer(edge.TEXTS)
+    assert_answers_equal(got, _served(heads["loaded"][name], text=edge.TEXTS), name)
 
 
 def test_labels_and_tags_are_the_models_names(heads):
-    labels = {row["label"] for row in heads["models"]["classifier"].answer(edge.TEXTS)}
+    labels = set(heads["models"]["classifier"].answer(edge.TEXTS)["label"].tolist())
     assert labels <= set(LABELS) and len(labels) > 1, labels
-    tags = {t for row in heads["models"]["tagging"].answer(edge.TEXTS) for t in row["tags"]}
+    tags = set(heads["models"]["tagging"].answer(edge.TEXTS)["tags"].ravel().tolist())
     assert tags - {""} <= set(TAGS) and len(tags - {""}) > 1, tags
 
 
 def test_span_qa_v1_answers_with_character_offsets_as_the_saved_model(heads):
-    rows = heads["models"]["span_qa_v1"].answer(edge.QUESTIONS, edge.CONTEXTS, batch_size=BATCH)
-    served = _served(heads["loaded"]["span_qa_v1"], "serving_default", text=edge.QUESTIONS, text_pair=edge.CONTEXTS)
-    assert_rows_equal(rows, served, "span_qa_v1")
-    answered = [(row, context) for row, context in zip(rows, edge.CONTEXTS) if row["start_char"] >= 0]
+    got = heads["models"]["span_qa_v1"].answer(edge.QUESTIONS, edge.CONTEXTS)
+    assert_answers_equal(got, _served(heads["loaded"]["span_qa_v1"], text=edge.QUESTIONS, text_pair=edge.CONTEXTS),
+                         "span_qa_v1")
+    answered = [i for i in range(len(edge.CONTEXTS)) if got["start_char"][i] >= 0]
     assert len(answered) >= len(edge.CONTEXTS) - 1  # only the empty context has no answer
-    for row, context in answered:  # the answer is the context's own text at its offsets
-        assert row["answer"] == context[row["start_char"]:row["end_char"]] != ""
+    for i in answered:  # the answer is the context's own text at its offsets
+        assert got["answer"][i] == edge.CONTEXTS[i][got["start_char"][i]:got["end_char"][i]] != ""
 
 
 def test_span_qa_v2_no_answer_threshold_as_the_saved_model(heads):
-    model = heads["models"]["span_qa_v2"]
-    rows = model.answer(edge.QUESTIONS, edge.CONTEXTS, batch_size=BATCH,
-                        null_score_diff_threshold=heads["threshold"])
-    served = _served(heads["loaded"]["span_qa_v2"], "serving_default", text=edge.QUESTIONS, text_pair=edge.CONTEXTS)
-    assert_rows_equal(rows, served, "span_qa_v2")
-    above = [row["null_odds"] > heads["threshold"] for row in rows]
-    assert any(above) and not all(above), above
-    for row, is_above in zip(rows, above):
-        if is_above:
-            assert (row["answer"], row["start_char"], row["end_char"]) == ("", -1, -1), row
+    got = heads["models"]["span_qa_v2"].answer(edge.QUESTIONS, edge.CONTEXTS,
+                                               null_score_diff_threshold=heads["threshold"])
+    assert_answers_equal(got, _served(heads["loaded"]["span_qa_v2"], text=edge.QUESTIONS, text_pair=edge.CONTEXTS),
+                         "span_qa_v2")
+    above = got["null_odds"] > heads["threshold"]
+    assert above.any() and not above.all(), got["null_odds"]
+    assert all(got["answer"][above] == "") and all(got["start_char"][above] == -1), got
 
 
 def test_multiple_choice_answers_as_the_saved_model(heads):
-    texts = edge.QUESTIONS
-    rows = heads["models"]["multiple_choice"].answer(texts, choices=edge.CHOICES, batch_size=BATCH)
-    served = _served(heads["loaded"]["multiple_choice"], "serving_default", text=texts, choices=edge.CHOICES)
-    assert_rows_equal(rows, served, "multiple_choice")
+    got = heads["models"]["multiple_choice"].answer(edge.QUESTIONS, choices=edge.CHOICES)
+    assert_answers_equal(got, _served(heads["loaded"]["multiple_choice"], text=edge.QUESTIONS, choices=edge.CHOICES),
+                         "multiple_choice")
 
 
 def test_fill_mask_answers_as_the_saved_model(heads):
-    rows = heads["models"]["pretrainer"].answer(edge.FILL_MASK, heads["spm"], top_k=5, batch_size=BATCH)
-    served = _served(heads["loaded"]["pretrainer"], "serving_default", text=edge.FILL_MASK)
-    assert_rows_equal(rows, served, "fill-mask", FILL_MASK_PADDING)
-
-
-def test_one_string_gives_one_row_and_no_texts_no_rows(heads):
-    model = heads["models"]["classifier"]
-    assert model.answer(edge.TEXTS[0]) == model.answer([edge.TEXTS[0]])[0]
-    assert model.answer([]) == []
-    assert heads["models"]["span_qa_v1"].answer([], []) == []
+    got = heads["models"]["pretrainer"].answer(edge.FILL_MASK, heads["spm"])
+    assert_answers_equal(got, _served(heads["loaded"]["pretrainer"], text=edge.FILL_MASK), "fill-mask")
 
 
 def _set_head(clf, probabilities):
@@ -217,25 +158,51 @@ def test_classifier_label_mapping_by_hand_through_a_saved_folder(heads):
     folder = albert_tf.save_task_model(clf, os.path.join(heads["root"], "hand_worked"))
     loaded = albert_tf.load_task_model(folder)
     for model in (clf, loaded):
-        row = model.answer("ka lo mi")
-        assert row["label"] == "neutral", row
-        np.testing.assert_allclose(row["probabilities"], [0.125, 0.75, 0.125], atol=1e-6)
-        np.testing.assert_allclose(row["logits"], [math.log(0.125), math.log(0.75), math.log(0.125)], atol=1e-6)
-    # New weights show in the next call (the serving code reads the variables, built once per model).
+        got = model.answer(["ka lo mi", "ten"])
+        assert got["label"].tolist() == ["neutral", "neutral"], got
+        np.testing.assert_allclose(got["probabilities"], [[0.125, 0.75, 0.125]] * 2, atol=1e-6)
+        np.testing.assert_allclose(got["logits"][0], [math.log(0.125), math.log(0.75), math.log(0.125)], atol=1e-6)
+    # New weights show in the next call (the serving code reads the variables; built once per model).
     _set_head(loaded, [0.6, 0.1, 0.3])
-    row = loaded.answer("ka lo mi")
-    assert row["label"] == "negative" and np.allclose(row["probabilities"], [0.6, 0.1, 0.3], atol=1e-6), row
+    got = loaded.answer(["ka lo mi"])
+    assert got["label"].tolist() == ["negative"] and np.allclose(got["probabilities"], [[0.6, 0.1, 0.3]]), got
+
+
+_FREED = r"""
+import gc, sys, weakref
+import albert_tf
+from tests.albert_tf.task_testlib import tiny_config, train_tiny_spm
+pre = albert_tf.AlbertTextPreprocessor(train_tiny_spm(sys.argv[1]), max_seq_length=32)
+for answers in (False, True):
+    clf = albert_tf.AlbertClassifier(tiny_config(), 3, preprocessor=pre)
+    if answers:
+        clf.answer(["ka lo"])
+    ref = weakref.ref(clf)
+    del clf
+    gc.collect()
+    print(answers, ref() is None)
+"""
+
+
+def test_a_model_that_answered_is_freed(tmp_path):
+    """The serving module is kept on the model, not in a global table whose values keep every model alive (a
+    fresh process: pytest's captured log records hold traced functions)."""
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=repo)
+    done = subprocess.run([sys.executable, "-c", _FREED, str(tmp_path)], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["False", "True", "True", "True"], done.stdout
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda m: m["span_qa_v1"].answer(["what?"]), "needs text_pairs"),
-    (lambda m: m["multiple_choice"].answer(["ctx"]), "needs choices"),
-    (lambda m: m["classifier"].answer(["a", "b"], ["x"]), "got 2 texts but 1 text_pair values"),
-    (lambda m: m["classifier"].answer(["a"], top_k=3), "does not take top_k=3"),
-    (lambda m: m["classifier"].answer(["a"], choices=[["x", "y"]]), "choices only for multiple choice"),
-    (lambda m: m["pretrainer"].answer(["a [MASK]"]), "pass spm_model_file"),
-    (lambda m: m["classifier"].answer(["a"], batch_size=0), "batch_size must be >= 1, got 0"),
-    (lambda m: m["classifier"].answer(7), "texts must be a string or a list of strings, got int: 7"),
+    (lambda m: m["span_qa_v1"].answer(["what?"]), "answers ['text', 'text_pair']; got ['text']"),
+    (lambda m: m["multiple_choice"].answer(["ctx"]), "answers ['text', 'choices']; got ['text']"),
+    (lambda m: m["classifier"].answer(["a"], max_answer_lenght=3), "no setting max_answer_lenght=3"),
+    (lambda m: __import__("albert_tf").export.answer(m["pretrainer"], ["a [MASK]"]), "pass spm_model_file"),
 ])
 def test_refusals_are_one_line_and_quote_the_value(heads, call, message):
     with pytest.raises(ValueError) as info:
