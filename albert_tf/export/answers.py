@@ -9,14 +9,28 @@ traced function are kept per model, so later calls reuse them.
 
 from __future__ import annotations
 
-import weakref
+import types
 from typing import Any, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-# model -> {settings key: (serving module, its serving_default tf.function)}
-_SERVING = weakref.WeakKeyDictionary()
+# The export settings `answer` takes (export_saved_model's arguments of the same names).
+SETTINGS = ("spm_model_file", "max_seq_length", "top_k", "max_answer_length", "doc_stride",
+            "null_score_diff_threshold", "n_best_size")
+
+
+def _serving_cache(model) -> Dict[tuple, Any]:
+    """{settings key: (serving module, its serving_default tf.function)}, kept on the model.
+
+    A SimpleNamespace is not trackable, so it is never saved with the model. (A module-level
+    WeakKeyDictionary would keep every model alive: its value, the serving module, holds the model.)
+    """
+    holder = model.__dict__.get("_answer_serving")
+    if holder is None:
+        holder = types.SimpleNamespace(by_key={})
+        model._answer_serving = holder
+    return holder.by_key
 
 
 def _serving_function(model, settings: Dict[str, Any]):
@@ -24,8 +38,14 @@ def _serving_function(model, settings: Dict[str, Any]):
     from albert_tf.export.heads import _HEAD_BUILDERS, _resolve_head
     from albert_tf.export.saved_model import _make_preprocessor
 
-    key = tuple(sorted(settings.items()))
-    cache = _SERVING.setdefault(model, {})
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise ValueError(f"answer takes no setting {unknown[0]}={settings[unknown[0]]!r}; it takes "
+                         f"{', '.join(SETTINGS)}.")
+    # Names set after a first call (clf.label_names = [...]) are served from the next one.
+    names = tuple(tuple(getattr(model, attr, None) or ()) for attr in ("label_names", "tag_names"))
+    key = (id(getattr(model, "preprocessor", None)), names, tuple(sorted(settings.items())))
+    cache = _serving_cache(model)
     if key not in cache:
         head = _resolve_head(model, None)
         built, pre = _make_preprocessor(model, settings.get("spm_model_file"), settings.get("max_seq_length"), None)

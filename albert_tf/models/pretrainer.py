@@ -174,6 +174,27 @@ class AlbertPretrainer(ConfigModel):
         outputs["sop_logits"] = self.sop_head(outputs["pooled_output"])
         return outputs
 
+    def answer(self, text, spm_model_file: str, *, top_k: int = 5, **settings):
+        """Fill-mask on raw text, as the model's exported `serving_default` answers it, from the same code
+        (`albert_tf.export.answer`): write `[MASK]` where a piece is to be predicted.
+
+        Args:
+            text: a list of strings.
+            spm_model_file: the SentencePiece model the model was trained with.
+            top_k: candidates per [MASK].
+            **settings: max_seq_length (as `export_saved_model`).
+
+        Returns:
+            Output name -> NumPy array: `masked_positions` [B, M] (positions in the packed sequence, -1 on
+            padding), `top_k_pieces` (str), `top_k_ids`, `top_k_scores` (probabilities) [B, M, top_k].
+
+        Example:
+        >>> pre.answer(["the [MASK] sat"], "spm.model", top_k=3)["top_k_pieces"]  # doctest: +SKIP
+        """
+        from albert_tf.export.answers import answer
+
+        return answer(self, text, spm_model_file=spm_model_file, top_k=top_k, **settings)
+
     # ----------------------------------------------------------- Keras fit
     # The trackers hold the loss-term sums over the epoch; the reported values
     # are `pretraining_losses` of those sums, so loss, mlm_loss and the
