@@ -418,6 +418,8 @@ def test_graph_mode_loader_matches_eager(exported):
                 # values of order 1 (its randomised weights); float32 models at 1e-5.
                 atol = 0.1 * np.ptp(a) if job_id == "regression" else 1e-5
                 np.testing.assert_allclose(a, b, atol=atol, rtol=0, err_msg=f"{job_id}/{key}")
+                if job_id == "regression":  # its bound is loose: the graph's rows shifted by one fall outside it
+                    assert not np.allclose(a, np.roll(b, 1, axis=0), atol=atol, rtol=0), f"{job_id}/{key}"
             else:
                 np.testing.assert_array_equal(a, b, err_msg=f"{job_id}/{key}")
 

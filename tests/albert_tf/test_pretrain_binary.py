@@ -103,6 +103,28 @@ def test_dynamic_masking_at_a_higher_rate(workdir):
     assert "step 2/2 loss" in run.stderr
 
 
+def test_dynamic_masking_at_a_higher_rate_masks_that_many_positions_of_the_shards(workdir):
+    """The batches the binary trains on (its reader's arguments): each row masks min(6, round(0.4 x its
+    length)) positions (the original's budget, its length counting [CLS] and [SEP]), inside the row and never
+    [CLS]/[SEP]; the shards themselves hold at most 3."""
+    import pipelines
+
+    batches = pipelines.pretraining_dataset(
+        str(workdir / "data" / "train-*.tfrecord"), 8, tl.SEQ, tl.PREDS, is_training=True, masking="dynamic",
+        seed=12345, masked_lm_prob=0.4, vocab_size=tl.VOCAB, type_vocab_size=2)
+    counts = []
+    for batch in batches.take(3):
+        lengths = batch["input_mask"].numpy().sum(1)
+        masked = batch["masked_lm_weights"].numpy() > 0
+        assert masked.shape == (8, 6)
+        for row, length in enumerate(lengths):
+            positions = batch["masked_lm_positions"].numpy()[row][masked[row]]
+            assert masked[row].sum() == min(6, max(1, round(0.4 * length))), (row, length, masked[row])
+            assert len(set(positions)) == len(positions) and positions.min() > 0 and positions.max() < length - 1
+        counts.extend(masked.sum(1))
+    assert max(counts) == 6 and sum(c > tl.PREDS for c in counts) >= 6, counts
+
+
 def test_output_dir_with_another_config_is_refused(workdir):
     out = workdir / "other"
     out.mkdir()
