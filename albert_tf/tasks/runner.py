@@ -19,7 +19,9 @@ resume checkpoint (every --save_checkpoints_steps steps and at each epoch end)
 at the exact data position; a finished run is not trained again, and other
 settings in the same output_dir are refused (`run_settings`) once a run there
 has trained its first step. Without --max_seq_length the length is the
-model's (`resolve_max_seq_length`).
+model's (`resolve_max_seq_length`). Without --do_train, --do_eval/--do_predict
+read the fine-tuned model of --init_checkpoint (else of output_dir) and write
+only to output_dir (`albert_tf/tasks/evaluation_only.py`).
 """
 
 from __future__ import annotations
@@ -532,11 +534,12 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     import keras
     import tensorflow as tf
 
-    import albert_tf
     from albert_tf import runtime
+    from albert_tf.tasks import evaluation_only
     from albert_tf.tasks.registry import get_task
 
     options.validate()
+    model_dir = evaluation_only.model_folder(options)  # None when training: albert_tf/tasks/evaluation_only.py
     tf.io.gfile.makedirs(options.output_dir)
     task_options = options.task_options
     task_options.spm_model_file = find_spm_model(options)
@@ -560,13 +563,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                      strategy.num_replicas_in_sync)
         _check_jit_strategy(options, strategy)
         model = None
-        if not options.do_train:  # evaluate/predict the model this output_dir holds
-            if not tf.io.gfile.exists(os.path.join(options.output_dir, "task_config.json")):
-                raise FileNotFoundError(
-                    f"--output_dir={options.output_dir!r} holds no fine-tuned model (no task_config.json): "
-                    "without --do_train, --do_eval/--do_predict use the model a training run saved there.")
-            with strategy.scope():
-                model = _for_inference(albert_tf.load_task_model(options.output_dir), options)
+        if model_dir is not None:  # evaluate/predict a fine-tuned model: --init_checkpoint's or output_dir's
+            model = evaluation_only.load_model(model_dir, options, strategy)
             task_options.max_seq_length = resolve_max_seq_length(options, saved_model=model)
             task.adopt_saved_model(model.task_config)
         train_data = task.read(options.data_dir, "train") if options.do_train else None
