@@ -31,9 +31,11 @@ Evaluation or prediction only (--do_eval and/or --do_predict without
 --do_train) reads the fine-tuned model of --init_checkpoint (an albert-finetune
 output folder or a save_task_model folder) and writes eval_results.txt and the
 prediction files to --output_dir alone: the model's folder is only read (no
-lock, no file written; it may be read-only). A folder with no task head (an
-albert-pretrain, released or Hugging Face encoder) is refused in one line.
-Without --init_checkpoint the model is the one trained into --output_dir.
+lock, no file written; it may be read-only). Without --init_checkpoint, or
+with the pretrained one the model in --output_dir was trained from (the
+training command again without --do_train), the model is the one trained into
+--output_dir. Any other folder with no task head (an albert-pretrain, released
+or Hugging Face encoder) is refused in one line.
 Labels, length and lower-casing are the saved model's.
 
     albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 \

@@ -13,8 +13,11 @@
 Each takes the 50-piece vocabulary of `vocabulary` (the golden fixtures' size) or, for the demo folder, any.
 """
 
+import contextlib
+import hashlib
 import os
 import shutil
+import stat
 
 from tests.albert_tf.task_testlib import train_tiny_spm
 
@@ -69,7 +72,37 @@ def demo_folder(folder: str, spm: str, vocab_size: int, steps: int = 2) -> str:
     settings = dict(train_batch_size=4, num_train_steps=steps, num_warmup_steps=1, learning_rate=0.01,
                     save_checkpoints_steps=steps, log_steps=1, max_seq_length=tl.SEQ,
                     max_predictions_per_seq=tl.PREDS, seed=7, mixed_precision="float32")
-    training.run_pretraining(tl.tiny_config(vocab_size=vocab_size, max_position_embeddings=32),
+    # A wide initial range: outputs that differ by input (the default 0.02 gives near-constant logits).
+    config = tl.tiny_config(vocab_size=vocab_size, max_position_embeddings=32, initializer_range=0.5)
+    training.run_pretraining(config,
                              tl.make_dataset_fn(records, settings["train_batch_size"]), folder,
                              spm_model_file=spm, **tl.pretraining_kwargs(**settings))
     return folder
+
+
+def folder_digests(folder: str) -> dict:
+    """Every file under `folder` (hidden ones and locks included) -> sha256, and every folder's mode."""
+    out = {}
+    for path, dirs, names in os.walk(folder):
+        out[os.path.relpath(path, folder) + "/"] = stat.S_IMODE(os.stat(path).st_mode)
+        for name in names:
+            with open(os.path.join(path, name), "rb") as f:
+                out[os.path.relpath(os.path.join(path, name), folder)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@contextlib.contextmanager
+def read_only(folder: str):
+    """`folder` and everything in it without write permission for the block, then as before.
+
+    (A process running as root writes anyway: the tests also compare `folder_digests` before and after.)
+    """
+    paths = [os.path.join(p, n) for p, dirs, names in os.walk(folder) for n in dirs + names] + [folder]
+    modes = {p: os.stat(p).st_mode for p in paths}
+    for p in paths:
+        os.chmod(p, modes[p] & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        yield folder
+    finally:
+        for p in reversed(paths):
+            os.chmod(p, modes[p])
