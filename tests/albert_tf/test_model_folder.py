@@ -271,3 +271,16 @@ def test_export_refuses_a_length_above_the_positions_in_one_line(tmp_path, folde
     assert str(refused.value) == ("--max_seq_length=33 exceeds the model's max_position_embeddings=32: give at "
                                   "most 32, or leave it out to use 32.")
     assert not os.path.exists(tmp_path / "e")
+
+
+def test_finetune_help_says_where_the_vocabulary_is_found():
+    """albert-finetune --help (its docstring and --spm_model_file's help) names the rule `find_spm_model` follows:
+    the names of `model_folder.VOCABULARY_NAMES` in order, the only *.model file, then --output_dir."""
+    from albert_tf.bin import finetune
+
+    finetune._define_flags()
+    names = ", ".join(model_folder.VOCABULARY_NAMES)
+    assert f"beside it ({names}, else the only *.model file" in " ".join(finetune.__doc__.split())
+    assert "else in --output_dir" in " ".join(finetune.__doc__.split())
+    assert " ".join(FLAGS["spm_model_file"].help.split()).endswith(
+        f"Default (fine-tuning): {names} or the only *.model file beside --init_checkpoint, else in --output_dir.")
