@@ -204,6 +204,8 @@ def find_spm_model(options: FinetuneOptions) -> str:
         return given
     folders = [options.init_checkpoint] if options.init_checkpoint else []
     folders.append(options.output_dir)
+    if not options.do_train:  # the evaluated model's own (albert_tf/tasks/evaluation_only.py)
+        folders = [_evaluated_folder(options)[0]]
     for folder in folders:
         found = model_folder.find_vocabulary(folder)
         if found is not None:
@@ -215,7 +217,7 @@ def find_spm_model(options: FinetuneOptions) -> str:
 
 def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
     """An explicit --spm_model_file against the vocabulary of the model the run reads: --init_checkpoint's
-    when training from it, the saved model's in --output_dir when evaluating (a resume's is in its run settings).
+    when training from it, the evaluated model's when evaluating (a resume's is in its run settings).
 
     Raises:
         albert_tf.vocabulary_check.VocabularyMismatch: another vocabulary, unless allow_other_vocabulary
@@ -226,7 +228,15 @@ def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
     if options.do_train:
         check_folder_vocabulary(given, options.init_checkpoint, "--init_checkpoint", options.allow_other_vocabulary)
     else:
-        check_folder_vocabulary(given, options.output_dir, "--output_dir", options.allow_other_vocabulary)
+        check_folder_vocabulary(given, *_evaluated_folder(options), options.allow_other_vocabulary)
+
+
+def _evaluated_folder(options: FinetuneOptions):
+    """(folder, flag) of the fine-tuned model an evaluation-only run reads (`evaluation_only.model_folder`)."""
+    from albert_tf.tasks import evaluation_only
+
+    folder = evaluation_only.model_folder(options)
+    return folder, "--output_dir" if folder == options.output_dir else "--init_checkpoint"
 
 
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:

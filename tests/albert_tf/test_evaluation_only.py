@@ -100,3 +100,16 @@ def test_eval_and_predict_from_a_model_folder_into_a_new_folder(tmp_path, spm):
     assert results["eval_loss"] == pytest.approx(np.mean([np.log(2 + np.exp(10.0)) if y != "b" else
                                                           np.log(1 + 2 * np.exp(-10.0)) for y in "bcba"]), rel=1e-4)
     assert _submitted(out) == [["index", "prediction"], ["test-2", "b"], ["test-3", "b"]]
+
+
+def test_another_vocabulary_than_the_evaluated_models_is_refused_naming_its_folder(tmp_path, spm):
+    model = _saved_classifier(str(tmp_path / "model"), spm, ["a", "b"], answer=0)
+    other = train_tiny_spm(str(tmp_path), vocab_size=50)  # other pieces
+    data = str(tmp_path / "data")
+    _write_csv(os.path.join(data, "dev.csv"), [["ka lo", "a"]])
+    with pytest.raises(ValueError) as refused:
+        _run([f"--init_checkpoint={model}", "--task=csv", f"--data_dir={data}", f"--output_dir={tmp_path / 'out'}",
+              f"--spm_model_file={other}", "--strategy=default", "--mixed_precision=float32", "--nodo_train",
+              "--do_eval", "--optimizer=adamw"])
+    assert f"is not the vocabulary of --init_checkpoint={model}: {model}/spm.model " in str(refused.value)
+    assert not os.path.exists(tmp_path / "out" / "eval_results.txt")
