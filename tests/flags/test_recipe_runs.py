@@ -112,6 +112,8 @@ def _request(name):
         return "serving_default", {"text": ["ka lo mi ten."], "choices": [["ka", "lo", "mi", "ten"]]}
     if name == "glue_mrpc.cfg":
         return "serve_text_pair", {"text": ["ka lo mi", "ser qua"], "text_pair": ["ka lo", "vi don"]}
+    if name == "glue_sts-b.cfg":  # a model fine-tuned on pairs serves pairs by default
+        return "serving_default", {"text": ["ka lo mi", "ser qua"], "text_pair": ["ka lo", "vi don"]}
     return "serving_default", {"text": ["ka lo mi", "ser qua vi don"]}
 
 
