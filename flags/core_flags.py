@@ -50,12 +50,13 @@ def define_model_flags() -> None:
             "Warm-start weights: a released google-research folder or an original "
             "TF1 checkpoint prefix, a Hugging Face folder, an albert-tf folder or "
             "training checkpoint (albert_tf/model_folder.py says which file of a "
-            "folder is read).")
+            "folder is read). albert-finetune without --do_train: the fine-tuned "
+            "model to evaluate or predict with (read only).")
     _define(flags.DEFINE_string, "spm_model_file", None,
             "SentencePiece model of the vocabulary; copied next to the trained "
             "model so that export and fine-tuning find it. Default (fine-tuning): "
             "spm.model, 30k-clean.model, spiece.model or the only *.model file "
-            "beside --init_checkpoint.")
+            "beside --init_checkpoint, else in --output_dir.")
 
 
 def define_vocabulary_check_flags() -> None:

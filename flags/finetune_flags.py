@@ -113,9 +113,12 @@ def define_finetune_run_flags() -> None:
     _define(flags.DEFINE_bool, "do_train", False,
             "Fine-tune on the training split.")
     _define(flags.DEFINE_bool, "do_eval", False,
-            "Evaluate on the dev split; writes eval_results.txt.")
+            "Evaluate on the dev split; writes eval_results.txt. Without --do_train: "
+            "the fine-tuned model of --init_checkpoint (read only), else of --output_dir.")
     _define(flags.DEFINE_bool, "do_predict", False,
-            "Predict the test split (or dev when there is no test file).")
+            "Predict the test split (or dev when there is no test file). Without "
+            "--do_train: the fine-tuned model of --init_checkpoint (read only), else "
+            "of --output_dir.")
     _define(flags.DEFINE_integer, "save_checkpoints_steps", 1000,
             "Save the resume state (weights, optimizer, data position) every "
             "N steps, besides each epoch end; 0: only at epoch ends. A rerun "

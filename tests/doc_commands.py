@@ -46,6 +46,8 @@ REGISTRY = {
     "albert-finetune --task=squad_v2 --data_dir=squad --init_checkpoint=runs/base --output_dir=runs/squad2 "
     "--max_seq_length=384 --doc_stride=128 --train_batch_size=48 --learning_rate=5e-5 --num_train_epochs=2 "
     "--do_train --do_eval --do_predict": f"{_FINETUNE}::test_squad",
+    "albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 --init_checkpoint=runs/sst2 "
+    "--output_dir=runs/sst2-eval --do_eval --do_predict": "tests/contracts/test_starting_points.py::test_eval_only",
     # docs/models.md
     "albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 --init_checkpoint=albert_base_v2 --output_dir=runs/sst2 "
     "--do_train --do_eval": "tests/albert_tf/test_model_folder.py::test_finetune_starts_from_the_folder_alone",

@@ -9,7 +9,8 @@ r"""albert-finetune: fine-tune ALBERT on GLUE, a CSV/TSV/JSONL file, SQuAD, RACE
 albert-pretrain output folder, a released google-research folder or its
 model.ckpt-* prefix, a Hugging Face folder); its SentencePiece model is found
 beside it (spm.model, 30k-clean.model, spiece.model, else the only *.model
-file: albert_tf/model_folder.py) or given with --spm_model_file.
+file, in the folder of a prefix: albert_tf/model_folder.py), else in
+--output_dir (a resumed run), or given with --spm_model_file.
 An explicit --spm_model_file other than the vocabulary beside --init_checkpoint
 is refused in one line naming both (--allow_other_vocabulary: a WARNING).
 --albert_config_file instead trains from random weights. Without
@@ -25,6 +26,20 @@ Tasks: glue/{cola,sst-2,mrpc,sts-b,qqp,mnli,mnli-mm,qnli,rte,wnli} (the GLUE
 TSV layout), csv (data_dir/train.csv, dev.csv[, test.csv] with a header row;
 --text_column, --text_b_column, --label_column), squad_v1 / squad_v2
 (train.json, dev.json), race, tagging.
+
+Evaluation or prediction only (--do_eval and/or --do_predict without
+--do_train) reads the fine-tuned model of --init_checkpoint (an albert-finetune
+output folder or a save_task_model folder) and writes eval_results.txt and the
+prediction files to --output_dir alone: the model's folder is only read (no
+lock, no file written; it may be read-only). Without --init_checkpoint, or
+with the pretrained one the model in --output_dir was trained from (the
+training command again without --do_train), the model is the one trained into
+--output_dir. Any other folder with no task head (an albert-pretrain, released
+or Hugging Face encoder) is refused in one line.
+Labels, length and lower-casing are the saved model's.
+
+    albert-finetune --task=glue/sst-2 --data_dir=glue/SST-2 \
+      --init_checkpoint=runs/sst2 --output_dir=runs/sst2-eval --do_eval --do_predict
 
 output_dir receives the fine-tuned model (best on dev: albert_config.json,
 model.weights.safetensors, task_config.json, spm.model; read by

@@ -19,7 +19,9 @@ resume checkpoint (every --save_checkpoints_steps steps and at each epoch end)
 at the exact data position; a finished run is not trained again, and other
 settings in the same output_dir are refused (`run_settings`) once a run there
 has trained its first step. Without --max_seq_length the length is the
-model's (`resolve_max_seq_length`).
+model's (`resolve_max_seq_length`). Without --do_train, --do_eval/--do_predict
+read the fine-tuned model of --init_checkpoint (else of output_dir) and write
+only to output_dir (`albert_tf/tasks/evaluation_only.py`).
 """
 
 from __future__ import annotations
@@ -202,6 +204,8 @@ def find_spm_model(options: FinetuneOptions) -> str:
         return given
     folders = [options.init_checkpoint] if options.init_checkpoint else []
     folders.append(options.output_dir)
+    if not options.do_train:  # the evaluated model's own (albert_tf/tasks/evaluation_only.py)
+        folders = [_evaluated_folder(options)[0]]
     for folder in folders:
         found = model_folder.find_vocabulary(folder)
         if found is not None:
@@ -213,7 +217,7 @@ def find_spm_model(options: FinetuneOptions) -> str:
 
 def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
     """An explicit --spm_model_file against the vocabulary of the model the run reads: --init_checkpoint's
-    when training from it, the saved model's in --output_dir when evaluating (a resume's is in its run settings).
+    when training from it, the evaluated model's when evaluating (a resume's is in its run settings).
 
     Raises:
         albert_tf.vocabulary_check.VocabularyMismatch: another vocabulary, unless allow_other_vocabulary
@@ -224,7 +228,15 @@ def check_given_vocabulary(options: FinetuneOptions, given: str) -> None:
     if options.do_train:
         check_folder_vocabulary(given, options.init_checkpoint, "--init_checkpoint", options.allow_other_vocabulary)
     else:
-        check_folder_vocabulary(given, options.output_dir, "--output_dir", options.allow_other_vocabulary)
+        check_folder_vocabulary(given, *_evaluated_folder(options), options.allow_other_vocabulary)
+
+
+def _evaluated_folder(options: FinetuneOptions):
+    """(folder, flag) of the fine-tuned model an evaluation-only run reads (`evaluation_only.model_folder`)."""
+    from albert_tf.tasks import evaluation_only
+
+    folder = evaluation_only.model_folder(options)
+    return folder, "--output_dir" if folder == options.output_dir else "--init_checkpoint"
 
 
 def training_schedule(num_examples: int, options: FinetuneOptions) -> Dict[str, int]:
@@ -532,11 +544,12 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
     import keras
     import tensorflow as tf
 
-    import albert_tf
     from albert_tf import runtime
+    from albert_tf.tasks import evaluation_only
     from albert_tf.tasks.registry import get_task
 
     options.validate()
+    model_dir = evaluation_only.model_folder(options)  # None when training: albert_tf/tasks/evaluation_only.py
     tf.io.gfile.makedirs(options.output_dir)
     task_options = options.task_options
     task_options.spm_model_file = find_spm_model(options)
@@ -560,13 +573,8 @@ def run_finetuning(options: FinetuneOptions, task: Optional[FinetuneTask] = None
                      strategy.num_replicas_in_sync)
         _check_jit_strategy(options, strategy)
         model = None
-        if not options.do_train:  # evaluate/predict the model this output_dir holds
-            if not tf.io.gfile.exists(os.path.join(options.output_dir, "task_config.json")):
-                raise FileNotFoundError(
-                    f"--output_dir={options.output_dir!r} holds no fine-tuned model (no task_config.json): "
-                    "without --do_train, --do_eval/--do_predict use the model a training run saved there.")
-            with strategy.scope():
-                model = _for_inference(albert_tf.load_task_model(options.output_dir), options)
+        if model_dir is not None:  # evaluate/predict a fine-tuned model: --init_checkpoint's or output_dir's
+            model = evaluation_only.load_model(model_dir, options, strategy)
             task_options.max_seq_length = resolve_max_seq_length(options, saved_model=model)
             task.adopt_saved_model(model.task_config)
         train_data = task.read(options.data_dir, "train") if options.do_train else None

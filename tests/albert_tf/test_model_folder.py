@@ -8,7 +8,6 @@ with a 50-piece SentencePiece model under the name each release uses.
 import json
 import os
 import re
-import shutil
 
 import numpy as np
 import pytest
@@ -20,38 +19,19 @@ from albert_tf import model_folder
 from albert_tf.bin import export
 from albert_tf.tasks.run_state import file_sha256
 from albert_tf.tasks.runner import read_eval_results
+from tests.albert_tf import starting_points
 from tests.albert_tf.task_testlib import train_tiny_spm
 from tests.albert_tf.tasks import finetune_data
 from tests.albert_tf.test_finetune_binary import _run
 
 FLAGS = flags.FLAGS
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "fixtures")
-ORIGINAL = os.path.join(FIXTURES, "original_albert", "g1_i1")
-HF = os.path.join(FIXTURES, "hf_albert", "gelu_new_g1_i1")
-
-
-def _copy(source_folder, source_name, folder, name):
-    shutil.copyfile(os.path.join(source_folder, source_name), os.path.join(folder, name))
-
-
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """{"released": albert_base_v2.tar.gz's layout, "huggingface": a Hugging Face folder's, "spm": the vocabulary}."""
     root = tmp_path_factory.mktemp("starting_points")
-    spm = train_tiny_spm(str(root), vocab_size=50, name="vocab")
-    released = root / "albert_base"
-    released.mkdir()
-    _copy(ORIGINAL, "albert_config.json", released, "albert_config.json")
-    _copy(ORIGINAL, "model.ckpt.index", released, "model.ckpt-best.index")
-    _copy(ORIGINAL, "model.ckpt.data-00000-of-00001", released, "model.ckpt-best.data-00000-of-00001")
-    _copy(root, "vocab.model", released, "30k-clean.model")
-    _copy(root, "vocab.vocab", released, "30k-clean.vocab")
-    hugging_face = root / "albert-tiny-hf"
-    hugging_face.mkdir()
-    for name in ("config.json", "model.safetensors"):
-        _copy(HF, name, hugging_face, name)
-    _copy(root, "vocab.model", hugging_face, "spiece.model")
-    return {"released": str(released), "huggingface": str(hugging_face), "spm": spm}
+    spm = starting_points.vocabulary(str(root))
+    return {"released": starting_points.released_folder(str(root / "albert_base"), spm),
+            "huggingface": starting_points.hugging_face_folder(str(root / "albert-tiny-hf"), spm), "spm": spm}
 
 
 def test_released_folder_resolves_to_its_parts(folders):
@@ -65,7 +45,7 @@ def test_released_folder_resolves_to_its_parts(folders):
     assert model_folder.resolve_model_folder(prefix).weights == prefix
     assert model_folder.find_vocabulary(prefix) == os.path.join(folder, "30k-clean.model")
     # The folder loads the golden weights: the original code's pooled output.
-    io = np.load(os.path.join(ORIGINAL, "io.npz"))
+    io = np.load(os.path.join(starting_points.ORIGINAL, "io.npz"))
     out = albert_tf.load_checkpoint(folder).encoder(
         {"input_ids": io["input_ids"], "input_mask": io["input_mask"], "segment_ids": io["segment_ids"]})
     np.testing.assert_allclose(out["pooled_output"].numpy(), io["pooled_output"], atol=1e-5)
@@ -291,3 +271,16 @@ def test_export_refuses_a_length_above_the_positions_in_one_line(tmp_path, folde
     assert str(refused.value) == ("--max_seq_length=33 exceeds the model's max_position_embeddings=32: give at "
                                   "most 32, or leave it out to use 32.")
     assert not os.path.exists(tmp_path / "e")
+
+
+def test_finetune_help_says_where_the_vocabulary_is_found():
+    """albert-finetune --help (its docstring and --spm_model_file's help) names the rule `find_spm_model` follows:
+    the names of `model_folder.VOCABULARY_NAMES` in order, the only *.model file, then --output_dir."""
+    from albert_tf.bin import finetune
+
+    finetune._define_flags()
+    names = ", ".join(model_folder.VOCABULARY_NAMES)
+    assert f"beside it ({names}, else the only *.model file" in " ".join(finetune.__doc__.split())
+    assert "else in --output_dir" in " ".join(finetune.__doc__.split())
+    assert " ".join(FLAGS["spm_model_file"].help.split()).endswith(
+        f"Default (fine-tuning): {names} or the only *.model file beside --init_checkpoint, else in --output_dir.")

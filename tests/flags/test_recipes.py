@@ -9,6 +9,7 @@ shared flag such as --optimizer first, with other choices.
 import glob
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -70,6 +71,20 @@ def _parse(paths):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def usage_line(name):
+    """The recipe's usage line (its `#   albert-finetune ...` comment, continued by trailing backslashes), as a
+    shell splits it."""
+    with open(os.path.join(RECIPES, name), encoding="utf-8") as f:
+        lines = [line.lstrip("#").strip() for line in f if line.startswith("#")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("albert-finetune "))
+    text = ""
+    for line in lines[start:]:
+        if not line.endswith("\\"):
+            return shlex.split(text + line)
+        text += line[:-1] + " "
+    raise AssertionError(f"{name}: the usage line's last line ends with a backslash")
+
+
 def _finetune_recipes():
     names = [os.path.basename(p) for p in glob.glob(os.path.join(RECIPES, "*.cfg"))]
     return sorted(n for n in names if "finetune" in n or n.startswith(("glue_", "squad_", "race")))
@@ -80,6 +95,12 @@ def parsed(tmp_path_factory):
     bad = tmp_path_factory.mktemp("bad") / "bad.cfg"
     bad.write_text("# a recipe with a flag albert-finetune lacks\n--learning_rate=1e-4\n--num_train_steps=10\n")
     paths = [os.path.join(RECIPES, n) for n in _finetune_recipes()] + [str(bad)]
+    # Each usage line's flags as one flagfile (its recipe's path made absolute: the tests run from anywhere).
+    for name in _finetune_recipes():
+        usage = tmp_path_factory.getbasetemp() / f"usage-{name}"
+        usage.write_text("\n".join(f"--flagfile={os.path.join(REPO, arg.split('=', 1)[1])}"
+                                   if arg.startswith("--flagfile=") else arg for arg in usage_line(name)[1:]) + "\n")
+        paths.append(str(usage))
     return {os.path.basename(path): value for path, value in _parse(paths).items()}
 
 
@@ -97,3 +118,23 @@ def test_recipe_gives_the_sources_values(parsed, name):
 def test_an_unknown_flag_in_a_recipe_fails(parsed):
     # albert-finetune counts steps with --train_step (the original's name); albert-pretrain's name is not its.
     assert "num_train_steps" in parsed["bad.cfg"]["error"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_usage_line_parses_with_the_recipe(parsed, name):
+    """Each recipe's usage line names its own flagfile and a model folder alone (the vocabulary and the config are
+    the folder's), and parses with albert-finetune's flags into the recipe's values plus its own.
+    tests/flags/test_recipe_runs.py runs one usage line per task family through the installed binary."""
+    usage = usage_line(name)
+    assert usage[:2] == ["albert-finetune", f"--flagfile=flags/recipes/{name}"], usage
+    assert not any(arg.startswith(("--spm_model_file", "--albert_config_file")) for arg in usage), usage
+    got = parsed[f"usage-{name}"]
+    assert "error" not in got, got
+    own = dict(arg[2:].split("=", 1) if "=" in arg else (arg[2:], True) for arg in usage[2:])
+    assert set(own) >= {"init_checkpoint", "data_dir", "output_dir", "do_train", "do_eval"}, own
+    values = {k: v for k, v in got["values"].items() if k != "flagfile"}
+    assert set(values) == set(EXPECTED[name]) | set(own)
+    for key, value in own.items():  # the line's own flags win (given after the flagfile), as typed
+        assert values[key] is True if value is True else str(values[key]) == value, key
+    assert {k: values[k] for k in set(EXPECTED[name]) - set(own)} == pytest.approx(
+        {k: v for k, v in EXPECTED[name].items() if k not in own})

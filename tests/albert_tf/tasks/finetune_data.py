@@ -34,6 +34,30 @@ def glue_sst2(folder, n_train=12, n_dev=6, n_test=4):
     return folder
 
 
+def glue_pairs(folder, task, n_train=8, n_dev=4, n_test=2):
+    """MRPC or STS-B in GLUE's layout: sentence pairs; MRPC's label 1 when both start with the same word, STS-B's
+    score 5 * (the share of words they share)."""
+    def pair(i):
+        a, b = _sentence(i), _sentence(i + (i % 2) * 3, 3)
+        return a, b, (str(int(a.split()[0] == b.split()[0])) if task == "mrpc"
+                      else f"{5 * len(set(a.split()) & set(b.split())) / 4:.3f}")
+
+    if task == "mrpc":
+        head = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+        row = lambda i: "{2}\t{3}\t{4}\t{0}\t{1}\n".format(*pair(i), 100 + i, 200 + i)  # noqa: E731
+        test_row = lambda i: f"{i}\t{100 + i}\t{200 + i}\t{pair(i)[0]}\t{pair(i)[1]}\n"  # noqa: E731
+        test_head = "index\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
+    else:
+        names = "index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2"
+        head, test_head = names + "\tscore\n", names + "\n"
+        row = lambda i: f"{i}\tmain\tf\t2012\t{i}\tnone\tnone\t{pair(i)[0]}\t{pair(i)[1]}\t{pair(i)[2]}\n"  # noqa
+        test_row = lambda i: f"{i}\tmain\tf\t2012\t{i}\tnone\tnone\t{pair(i)[0]}\t{pair(i)[1]}\n"  # noqa: E731
+    _write(os.path.join(folder, "train.tsv"), head + "".join(row(i) for i in range(n_train)))
+    _write(os.path.join(folder, "dev.tsv"), head + "".join(row(i) for i in range(100, 100 + n_dev)))
+    _write(os.path.join(folder, "test.tsv"), test_head + "".join(test_row(i) for i in range(200, 200 + n_test)))
+    return folder
+
+
 def csv_pairs(folder, n_train=12, n_dev=6, n_test=3):
     """train/dev/test.csv with text, text_b and a string label (do the texts share a first word?)."""
     def write(split, n, off, labelled=True):
