@@ -327,14 +327,12 @@ def run_pretraining(
         train_dataset_fn: ``InputContext -> tf.data.Dataset`` yielding dict
             batches with the TFRecord feature names, of
             ``input_context.get_per_replica_batch_size(train_batch_size)``
-            examples, repeating (e.g. `pipelines.pretraining_dataset`). It must
-            be deterministic for an exact resume (seeded shuffles), and
-            savable by tf.data (no `from_generator`, `py_function` or unseeded
-            random op) for a resume that does not read the consumed records
-            again (`train_input`).
-        output_dir: checkpoints (ckpt-<step>), TensorBoard summaries (train/,
-            eval/), albert_config.json, training_settings.json,
-            model.weights.safetensors, the SentencePiece model,
+            examples, repeating (e.g. `pipelines.pretraining_dataset`);
+            deterministic (seeded shuffles) for an exact resume, and savable by
+            tf.data (no `from_generator`, `py_function` or unseeded random op)
+            for a resume that does not read the consumed records (`train_input`).
+        output_dir: checkpoints (ckpt-<step>), TensorBoard summaries, the config,
+            training_settings.json, model.weights.safetensors, spm.model and
             eval_results.txt.
         optimization: batch, steps, optimizer and schedule.
         runtime: precision, XLA, checkpoint/log cadence, seed, time budget
@@ -349,13 +347,10 @@ def run_pretraining(
             eval_results.txt.
         strategy: a `tf.distribute.Strategy` (default: the current one).
         log_callback: called with each logged dict (step, loss, ...).
-        handle_preemption: while training, SIGTERM / SIGINT finish the
-            current step, write its checkpoint and raise
-            `albert_tf.preemption.Preempted` (every worker agrees on the
-            step); resuming from it is exact. False: the signals keep their
-            handlers.
-        recovery: what a diverging loss does (default `RecoveryConfig()`:
-            stop).
+        handle_preemption: SIGTERM / SIGINT finish the step, write its checkpoint
+            and raise `albert_tf.preemption.Preempted` (every worker agrees on
+            the step; resuming is exact). False: the signals keep their handlers.
+        recovery: what a diverging loss does (default `RecoveryConfig()`: stop).
         allow_partial_init_checkpoint: warm-start from a model of another
             shape, loading only the variables that match (logged at WARNING).
 
