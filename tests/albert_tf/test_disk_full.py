@@ -124,10 +124,13 @@ def _run(binary, *args):
                           timeout=300)
 
 
-def test_pretrain_checkpoint_on_a_full_disk_then_resume(small_disk, tmp_path):
+def test_pretrain_checkpoint_on_a_full_disk_then_resume(mount_disk, tmp_path):
     data = tl.write_tfrecords(str(tmp_path / "data" / "train.tfrecord"), 40, seed=3)
     config = str(tmp_path / "albert_config.json")
     tl.tiny_config().to_json_file(config)
+    # 16 MB: a checkpoint holds the input's position too (its shuffle buffer and prefetched batches), more than
+    # 2 MB for this input; the disk is filled below until less than one checkpoint fits.
+    small_disk = mount_disk("16m")
     out = small_disk / "run"
 
     def pretrain(steps):
