@@ -19,11 +19,14 @@ from tests.albert_tf import test_preemption as tp  # noqa: E402  (its binaries' 
 
 
 def _flip_bytes(prefix):
-    """64 bytes in the middle of the checkpoint's data file, inverted."""
+    """64 bytes 1 kB before the end of the checkpoint's data file, inverted: in the weights and optimizer slots,
+    which TensorFlow writes after the input's position (`input/`, the first part of a pretraining checkpoint; a
+    checkpoint cut only there keeps its weights, and its input position is read again, as
+    tests/albert_tf/test_resume_input.py tests)."""
     path = f"{prefix}.data-00000-of-00001"
     with open(path, "rb") as f:
         data = bytearray(f.read())
-    middle = len(data) // 2
+    middle = len(data) - 1024  # `input/` is the first entry and most of the file
     data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
     with open(path, "wb") as f:
         f.write(bytes(data))
