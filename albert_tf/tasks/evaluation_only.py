@@ -92,9 +92,9 @@ def _same_path(a: str, b: str) -> bool:
     >>> _same_path("runs/base/", "./runs/base"), _same_path("gs://b/x/", "gs://b/x"), _same_path("a", "b")
     (True, True, False)
     """
-    if "://" in a or "://" in b:
-        return a.rstrip("/") == b.rstrip("/")
-    return os.path.abspath(a) == os.path.abspath(b)
+    from pipelines.fileio import absolute
+
+    return absolute(a).rstrip("/") == absolute(b).rstrip("/")
 
 
 def load_model(folder: str, options, strategy):

@@ -91,9 +91,9 @@ def test_spm_model_is_found_beside_the_checkpoint(tmp_path):
     folder = tmp_path / "pretrained"
     folder.mkdir()
     (folder / "spm.model").write_bytes(b"x")
-    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), init_checkpoint=str(folder))
+    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), init_checkpoint=str(folder), do_train=True)
     assert runner.find_spm_model(options) == str(folder / "spm.model")
-    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), albert_config_file="c.json")
+    options = FinetuneOptions("csv", str(tmp_path), str(tmp_path / "o"), albert_config_file="c.json", do_train=True)
     with pytest.raises(FileNotFoundError, match="give --spm_model_file"):
         runner.find_spm_model(options)
 
