@@ -27,6 +27,8 @@ refuse workers that name themselves otherwise (a guard against stray workers,
 not authentication).
 """
 
+import signal
+
 from absl import app, flags, logging
 
 FLAGS = flags.FLAGS
@@ -83,6 +85,9 @@ def main(argv) -> None:
             "worker", int(str(address).rsplit(":", 1)[1]),
             int(FLAGS.dispatcher_address.rsplit(":", 1)[1])))
         logging.info("Worker at %s serving for %s", address, FLAGS.dispatcher_address)
+    # A server holds nothing to save, and join() blocks in C++ where a Python handler never runs: SIGTERM ends
+    # the process at once, as it did before run_binary caught SIGTERM for the training binaries.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     server.join()
 
 
