@@ -299,9 +299,8 @@ def test_make_plan_refuses_bad_values(kwargs, quoted):
 
 
 # ------------------------------------------------------------------ binary
-def test_binary_prints_the_plan_without_tensorflow():
-    args = ["--preset=albert_large_v2", "--max_seq_length=512", "--train_batch_size=4096", "--num_replicas=8",
-            "--gradient_accumulation_steps=4", "--device=a100"]
+def _plan_without_tensorflow(args):
+    """albert-plan's run() in a fresh process, which must end without having imported TensorFlow."""
     probe = ("import atexit, sys; atexit.register(lambda: sys.stderr.write("
              "'tensorflow loaded: %s\\n' % ('tensorflow' in sys.modules))); "
              "sys.argv = ['albert-plan'] + sys.argv[1:]; from albert_tf.bin.plan import run; run()")
@@ -309,6 +308,13 @@ def test_binary_prints_the_plan_without_tensorflow():
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert "tensorflow loaded: False" in result.stderr
+    return result
+
+
+def test_binary_prints_the_plan_without_tensorflow():
+    args = ["--preset=albert_large_v2", "--max_seq_length=512", "--train_batch_size=4096", "--num_replicas=8",
+            "--gradient_accumulation_steps=4", "--device=a100"]
+    result = _plan_without_tensorflow(args)
     plan = planning.make_plan(AlbertConfig.from_preset("albert_large_v2"), seq=512, preds=20,
                               train_batch_size=4096, num_replicas=8, gradient_accumulation_steps=4,
                               device=planning.DEVICES["a100"])
@@ -322,13 +328,7 @@ def test_binary_reads_a_local_config_file_without_tensorflow():
     path = os.path.join("flags", "recipes", "small_config.json")
     args = [f"--albert_config_file={path}", "--max_seq_length=128", "--max_predictions_per_seq=51",
             "--train_batch_size=32", "--device=cpu", "--cpu_memory_gib=16", "--mixed_precision=float32"]
-    probe = ("import atexit, sys; atexit.register(lambda: sys.stderr.write("
-             "'tensorflow loaded: %s\\n' % ('tensorflow' in sys.modules))); "
-             "sys.argv = ['albert-plan'] + sys.argv[1:]; from albert_tf.bin.plan import run; run()")
-    result = subprocess.run([sys.executable, "-c", probe, *args], cwd=ROOT, capture_output=True, text=True,
-                            timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert "tensorflow loaded: False" in result.stderr
+    result = _plan_without_tensorflow(args)
     plan = planning.make_plan(AlbertConfig.from_json_file(os.path.join(ROOT, path)), seq=128, preds=51,
                               train_batch_size=32, precision="float32",
                               device=planning.cpu_device(planning.DEFAULT_CPU_FLOPS, 16 * planning.GIB))
