@@ -65,6 +65,9 @@ def measure(name: str, seq: int, batches: Sequence[int], preds: int, precision: 
         `activation_bytes` and `planned_bytes` (what the step adds to the
         weights: gradients, weight copies, activations or per-call gradients).
     """
+    # The CPU allocator keeps statistics only where oneDNN's allocator serves it; TensorFlow turns oneDNN on by
+    # default only on some CPUs (not on AVX2-only ones), so the study asks for it everywhere.
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     import keras
     import numpy as np
     import tensorflow as tf

@@ -65,7 +65,7 @@ def runs(tmp_path_factory):
         "create_vocab_missing_input": [
             "albert-create-vocab", f"--input_file={work / 'missing*.txt'}", f"--model_prefix={work / 'vocab'}"
         ],
-        "create_vocab_vocab_too_big": [  # SentencePiece's own RuntimeError, turned into one line
+        "create_vocab_vocab_too_big": [  # SentencePiece's own RuntimeError, turned into one line of advice
             "albert-create-vocab", f"--input_file={corpus}", f"--model_prefix={work / 'vocab'}", "--vocab_size=5000"
         ],
         "pretrain_config_without_num_hidden_layers": [
@@ -132,8 +132,8 @@ def test_helpfull_still_lists_every_flag(runs):
 @pytest.mark.parametrize("key,start,detail", [
     ("convert_missing_input", "albert-convert: --input: ", "missing"),
     ("create_vocab_missing_input", "albert-create-vocab: --input_file: ", "missing"),
-    ("create_vocab_vocab_too_big", "albert-create-vocab: SentencePiece training failed (--vocab_size=5000)",
-     "Vocabulary size too high"),
+    ("create_vocab_vocab_too_big", "albert-create-vocab: --vocab_size=5000 is more pieces than this text makes",
+     "--nohard_vocab_limit"),
     ("pretrain_config_without_num_hidden_layers", "albert-pretrain: --albert_config_file: ",
      "required field(s) ['num_hidden_layers']"),
     ("pretrain_missing_init_checkpoint", "albert-pretrain: --init_checkpoint: ", "missing"),

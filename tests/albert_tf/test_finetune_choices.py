@@ -90,7 +90,7 @@ def test_pooling_flag_reaches_the_classifier(tmp_path, choice):
         FLAGS.unparse_flags()
     assert options.task_options.pooling == choice
     task = get_task("glue/sst-2", options.task_options)
-    data = types.SimpleNamespace(label_names=["0", "1"])
+    data = types.SimpleNamespace(label_names=["0", "1"], text_pairs=None)
     model = task.build_model(tiny_config(), None, data)
     assert model.pooling == choice and model.task_config["pooling"] == choice
 

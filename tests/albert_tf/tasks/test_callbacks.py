@@ -75,8 +75,9 @@ def test_resume_restores_weights_optimizer_seeds_and_data_position(tmp_path):
     assert resume.restore() == 0
     # 2 epochs of 4 batches: saved at batches 2 and 6 (every 2) and 4 and 8 (epoch ends).
     first.fit(x, y, batch_size=2, epochs=2, verbose=0, callbacks=[resume])
-    kept = glob.glob(str(tmp_path / "resume" / "ckpt-*.index"))
-    assert [os.path.basename(p) for p in kept] == ["ckpt-8.index"]  # max_to_keep=1: the latest
+    kept = sorted(glob.glob(str(tmp_path / "resume" / "ckpt-*.index")))
+    # max_to_keep=2: the latest and the one before (the fallback when the latest is corrupt).
+    assert [os.path.basename(p) for p in kept] == ["ckpt-6.index", "ckpt-8.index"]
     second = _dropout_model(seed=1)
     again = cb.ResumeCheckpoint(str(tmp_path), second, batches_per_pass=3)
     assert again.restore() == 8
