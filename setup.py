@@ -45,9 +45,10 @@ setuptools.setup(
                   "openvino>=2026.4,<2026.5", "onnxruntime>=1.31,<1.33", "onnx>=1.20,<1.24",
                   "onnxscript>=0.7,<0.8", "openvino-tokenizers>=2026.4,<2026.5"],
         # albert-export --format=openvino (an OpenVINO IR for OpenVINO Model Server);
-        # openvino-tokenizers builds the text model from Hugging Face's tokenizer.
+        # openvino-tokenizers builds the text model from Hugging Face's tokenizer;
+        # NNCF quantizes it (--quantize=int8; 3.4 is the release for OpenVINO 2026.4).
         "openvino": ["openvino>=2026.4,<2026.5", "openvino-tokenizers>=2026.4,<2026.5",
-                     "transformers>=5.24,<5.25"],
+                     "transformers>=5.24,<5.25", "nncf>=3.4,<3.5"],
     },
     entry_points={
         "console_scripts": [

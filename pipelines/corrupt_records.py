@@ -24,12 +24,31 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import tensorflow as tf
 
 _FRAMING_BYTES = 16  # length (8), its CRC (4), the data's CRC (4)
+_QUIET = [False]
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Datasets built inside (their read functions are traced then) never log a skip: for the pipelines a
+    program reads only to probe its input (`albert_tf.training.train_input`), so that each skip is logged
+    once, by the pipeline that trains.
+
+    >>> with quiet():
+    ...     _QUIET[0]
+    True
+    """
+    previous, _QUIET[0] = _QUIET[0], True
+    try:
+        yield
+    finally:
+        _QUIET[0] = previous
 
 
 def _sizes_table(files: Sequence[str]) -> tf.lookup.StaticHashTable:
@@ -57,6 +76,8 @@ def reader_logging_skips(files: Sequence[str]) -> Callable[[tf.Tensor], tf.data.
     sizes = _sizes_table(files)
 
     def read(path, log=True):
+        if _QUIET[0]:  # read when the dataset is built (traced), not when it runs
+            log = False
         compression = tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
         records = tf.data.TFRecordDataset(path, compression_type=compression).ignore_errors()
         end = tf.data.Dataset.from_tensors((tf.constant(True), tf.constant(b"")))

@@ -81,6 +81,8 @@ REGISTRY = {
     "--notext_signatures": f"{_EXPORT}::test_ids_only_export_has_no_text_signature",
     "albert-export --checkpoint=runs/base --head=encoder --export_dir=exports/albert_ov --format=openvino":
         "tests/albert_tf/test_openvino_export.py::test_classifier_variant_equals_saved_model",
+    "albert-export --checkpoint=runs/mytask --head=classifier --export_dir=exports/mytask_int8 --format=openvino "
+    "--quantize=int8": "tests/albert_tf/test_int8_export.py::test_single_text_classifier_cost_is_its_dev_accuracy",
     'curl -X POST http://localhost:8501/v1/models/albert_sst2:predict -d \'{"instances": [{"text": "A fine, '
     'moving film."}, {"text": "Dull and far too long."}]}\'': f"{_EXPORT}::test_rest_request_bodies",
     'curl -X POST http://localhost:8501/v1/models/albert_sst2:predict -d \'{"signature_name": "serve_text_pair", '

@@ -26,6 +26,15 @@ still written to assets/spm.model for the clients that tokenize).
 OpenVINO IR that OpenVINO Model Server serves with TF Serving's API (the
 encoder or the classifier: text in, or ids with --notext_signatures; the dense
 layers run on the real tokens only; see albert_tf/export/openvino.py).
+
+--quantize=int8 (with --format=openvino) quantizes it with NNCF on
+calibration text: --calibration_file (one text per line, text<TAB>text_pair
+for a pair classifier), else a fine-tuned classifier's own train split (the
+data folder its run recorded, or --calibration_data_dir). The float and the
+int8 model answer the dev split (else the calibration texts) and both
+figures are logged; an int8 classifier that loses more than
+--int8_max_accuracy_drop points of dev accuracy is refused
+(albert_tf/export/int8.py).
 """
 
 from __future__ import annotations
@@ -91,12 +100,43 @@ def _exporter():
     return export_openvino
 
 
+def _int8_settings(head: str, checkpoint: str) -> dict:
+    """export_openvino's quantize, calibration and dev arguments from the int8 flags (and, for a fine-tuned
+    classifier, its task's train and dev splits: dev texts measure the cost even with --calibration_file)."""
+    from albert_tf.export import int8
+
+    calibration = int8.read_lines(FLAGS.calibration_file) if FLAGS.calibration_file else None
+    dev = None
+    if head == "classifier":
+        from albert_tf.tasks.calibration import task_text_sets
+
+        try:
+            train, dev = task_text_sets(checkpoint, FLAGS.calibration_data_dir)
+        except (ValueError, FileNotFoundError) as e:
+            if FLAGS.calibration_data_dir or calibration is None:
+                raise
+            logging.warning("No dev texts for the int8 cost (%s): it is measured as agreement on the "
+                            "calibration texts.", e)
+            train = None
+        calibration = calibration or train
+    if calibration is None:
+        where = "" if head == "encoder" else ", or --calibration_data_dir (--checkpoint records no task data)"
+        raise ValueError(f"--quantize=int8 needs calibration text: --calibration_file (one text per line){where}.")
+    if dev is not None:
+        dev = dev.sample(FLAGS.int8_dev_size, FLAGS.calibration_seed)
+    return dict(quantize=FLAGS.quantize, calibration=calibration.sample(FLAGS.calibration_size,
+                                                                        FLAGS.calibration_seed),
+                dev=dev, max_accuracy_drop=FLAGS.int8_max_accuracy_drop)
+
+
 def main(argv) -> None:
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {' '.join(argv[1:])}")
     for name in ("checkpoint", "export_dir", "head"):
         if not FLAGS[name].value:
             raise app.UsageError(f"--{name} is required.")
+    if FLAGS.quantize != "none" and FLAGS.format != "openvino":
+        raise app.UsageError(f"--quantize={FLAGS.quantize} quantizes an OpenVINO export: add --format=openvino.")
     export = _exporter()
     import tensorflow as tf
 
@@ -114,6 +154,8 @@ def main(argv) -> None:
         settings.update(top_k=FLAGS.top_k, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
                         n_best_size=FLAGS.n_best_size,
                         max_context_length=FLAGS.max_context_length, freeze_weights=FLAGS.freeze_weights)
+    if FLAGS.quantize != "none":
+        settings.update(_int8_settings(FLAGS.head, FLAGS.checkpoint))
     path = export(model, FLAGS.export_dir, **settings)
     if FLAGS.format == "openvino":
         logging.info("Exported the %s of %s to %s (OpenVINO IR for OpenVINO Model Server).", FLAGS.head,
@@ -128,6 +170,31 @@ def _define_flags() -> None:
     flags.DEFINE_enum("format", "savedmodel", ["savedmodel", "openvino"],
                       "savedmodel: a TF Serving SavedModel. openvino: an OpenVINO IR (model.xml + model.bin) for "
                       "OpenVINO Model Server: the encoder or the classifier (needs the [openvino] extra).")
+    _define_int8_flags()
+
+
+def _define_int8_flags() -> None:
+    from albert_tf.export import int8
+
+    flags.DEFINE_enum("quantize", "none", ["none", *int8.QUANTIZATIONS],
+                      "--format=openvino: none (float32 weights) or int8 (NNCF post-training quantization on "
+                      "--calibration_file, or a fine-tuned classifier's train split).")
+    flags.DEFINE_string("calibration_file", None,
+                        "--quantize=int8: calibration text, one text per line (text<TAB>text_pair for a pair "
+                        "classifier). Default for a fine-tuned classifier: its task's train split.")
+    flags.DEFINE_string("calibration_data_dir", None,
+                        "--quantize=int8, a fine-tuned classifier: its task's data folder (train calibrates, dev "
+                        "measures). Default: the data folder its fine-tuning run recorded (finetune_run.json).")
+    flags.DEFINE_integer("calibration_size", int8.DEFAULT_CALIBRATION_SIZE,
+                         "--quantize=int8: calibration texts used (a random choice of them, --calibration_seed, "
+                         "when there are more).", lower_bound=1)
+    flags.DEFINE_integer("int8_dev_size", 2000,
+                         "--quantize=int8: dev texts the float and int8 models both answer (a random choice, "
+                         "--calibration_seed, when there are more).", lower_bound=1)
+    flags.DEFINE_integer("calibration_seed", 0, "--quantize=int8: seed of the choice of calibration and dev texts.")
+    flags.DEFINE_float("int8_max_accuracy_drop", int8.DEFAULT_MAX_ACCURACY_DROP,
+                       "--quantize=int8: points of dev accuracy (x 100; regression: Pearson x 100) the int8 "
+                       "classifier may lose against the float one; past it the export is refused.")
 
 
 def run() -> None:

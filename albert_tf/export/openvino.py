@@ -96,7 +96,9 @@ SWEEP_DIFFERENCES = {}
 def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, version: Optional[int] = None,
                     max_seq_length: Optional[int] = None, spm_model_file: Optional[str] = None,
                     do_lower_case: Optional[bool] = None, normalization: Optional[str] = None,
-                    text_signatures: bool = True, label_names=None, pack_tokens: bool = True) -> str:
+                    text_signatures: bool = True, label_names=None, pack_tokens: bool = True,
+                    quantize: Optional[str] = None, calibration=None, dev=None,
+                    max_accuracy_drop: Optional[float] = None) -> str:
     """Writes `model` as an OpenVINO IR to export_dir/<version>/model.xml (+ model.bin) and assets/.
 
     Args:
@@ -113,6 +115,15 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
             rows are then not used): mixed-length batches skip the padding's
             work, and `sequence_output` is 0 at padding positions. False:
             every position is computed, as the SavedModel does.
+        quantize: None (float32 weights) or "int8": NNCF's post-training
+            quantization calibrated on `calibration` (`albert_tf.export.int8`).
+        calibration: an `int8.TextSet` (needed for int8).
+        dev: an `int8.TextSet` the float and int8 models both answer (with
+            labels: accuracy, checked against max_accuracy_drop); None: the
+            calibration texts (agreement only).
+        max_accuracy_drop: points the int8 model may lose on labelled dev
+            texts (default `int8.DEFAULT_MAX_ACCURACY_DROP`); past it the
+            export is refused and nothing is written.
 
     Returns:
         The version folder written.
@@ -124,6 +135,11 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         FileExistsError: export_dir/version exists already.
     """
     from albert_tf.export.heads import _resolve_head, head_of
+
+    if quantize:
+        from albert_tf.export import int8
+
+        int8.check_request(quantize, calibration, dev, getattr(model, "text_pairs", None))
 
     if text_signatures and head in (None, "classifier") and head_of(model) == "classifier":
         _refuse_pair_classifier_text(model)  # before any work, and without the [openvino] extra
@@ -159,6 +175,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
                                        normalization=normalization)
         ir = ov.convert_model(saved)
         ir = _numeric_outputs(ir)
+        if quantize:
+            ir, cost = int8.quantize_and_measure(ir, pre, head, calibration, dev, max_accuracy_drop)
         if text_signatures:
             _warn_on_resplit(pre)
             ir = openvino_graph.answers_empty_batches(_with_tokenizer(ir, pre))
@@ -170,6 +188,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         tmp_dir = os.path.join(work, "ir")
         ov.save_model(ir, os.path.join(tmp_dir, MODEL_FILE), compress_to_fp16=False)
         openvino_graph.copy_assets(saved, tmp_dir, text_input=text_signatures, pack_tokens=pack_tokens)
+        if quantize:
+            int8.write_report(tmp_dir, cost, calibration)
         publish_folder(tmp_dir, final_dir)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -39,6 +39,7 @@ from albert_tf.training.step import (
     distributed_train_iterator,
     elements_per_step,
 )
+from pipelines import corrupt_records
 
 # The name of the iterator's state in a checkpoint (its variable is
 # "input/.ATTRIBUTES/ITERATOR_STATE").
@@ -167,7 +168,8 @@ class TrainInput:
                 return dataset_fn(ctx)
 
         with tf.device(_host(strategy)):
-            why_not = _saveable(make())
+            with corrupt_records.quiet():  # a probe: the training iterator logs each skipped record once
+                why_not = _saveable(make())
             self.iterator = iter(make())
         self.saveable = None if why_not else self.iterator
         if why_not:
@@ -188,7 +190,8 @@ class TrainInput:
                 why = f"the input position in {own_checkpoint} does not fit this input pipeline ({_reason(e)})"
                 with tf.device(_host(strategy)):
                     self.iterator = self.saveable = iter(make())
-        _log_skip(make(), consumed, per_replica_batch, why)
+        with corrupt_records.quiet():
+            _log_skip(make(), consumed, per_replica_batch, why)
         # Pulled, not Dataset.skip: the iterator stays one of the plain
         # dataset, whose state the next checkpoints save and restore.
         _advance(self.iterator, tf.constant(consumed, tf.int64))

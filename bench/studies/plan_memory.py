@@ -72,6 +72,8 @@ def measure(name: str, seq: int, batches: Sequence[int], preds: int, precision: 
     import numpy as np
     import tensorflow as tf
 
+    # One op at a time: the peak is then the schedule's, not how many ops a loaded machine happened to overlap.
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     import albert_tf
     from albert_tf.models.pretrainer import pretraining_loss_terms
 

@@ -119,6 +119,15 @@ def _feeds(ex: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             "token_type_ids": ex["segment_ids"].astype(np.int64)}
 
 
+def openvino_precision(precision: str) -> str:
+    """The inference precision OpenVINO's CPU plugin runs for `precision` here: "bf16" for "bfloat16" where the
+    CPU has bfloat16 (its OPTIMIZATION_CAPABILITIES say BF16: AVX-512 BF16 or AMX), else "f32"."""
+    import openvino as ov
+
+    has_bf16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    return "bf16" if precision == "bfloat16" and has_bf16 else "f32"
+
+
 def _openvino_runner(path: str, precision: str, hint: str,
                      output_names: Sequence[str] = OUTPUTS) -> Tuple[Runner, Dict[str, object]]:
     """run(feeds) -> the outputs named (in that order) of the model file compiled for one synchronous request."""

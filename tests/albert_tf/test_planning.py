@@ -221,10 +221,15 @@ def test_memory_model_against_the_cpu_allocator():
         assert LOW <= ratio <= HIGH, (name, precision, ratio, rows)
         peak_ratio = rows[-1]["planned_bytes"] / rows[-1]["peak_bytes"]
         assert LOW <= peak_ratio <= HIGH, (name, precision, peak_ratio, rows)
-        # A wrong model fails the same tolerance: the tensors counted in the other dtype.
+        # A wrong model fails the same tolerance: the tensors counted in the other dtype, at the largest batch's
+        # peak. (Not on the slope: the slope of the small batches moves by about 10% from run to run on an AVX2
+        # CPU, more than the tiny config's float32 and bfloat16 counts stand apart within the tolerance.)
         config = AlbertConfig(max_position_embeddings=64, **plan_memory.CONFIGS[name])
         other = "bfloat16" if precision == "float32" else "float32"
-        wrong = planning.activation_bytes_per_sequence(config, rows[0]["seq"], rows[0]["preds"], other) / measured
+        last = rows[-1]
+        plan = planning.memory_plan(config, last["seq"], last["preds"], last["batch"], precision=other,
+                                    optimizer="lamb", gradient_accumulation_steps=1)
+        wrong = (plan.total - plan.weights - plan.optimizer_state) / last["peak_bytes"]
         assert not LOW <= wrong <= HIGH, (name, precision, wrong)
 
 

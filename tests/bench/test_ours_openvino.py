@@ -13,7 +13,7 @@ pytest.importorskip("openvino", reason="openvino is in the [bench] extra")
 pytest.importorskip("openvino_tokenizers", reason="openvino-tokenizers is in the [openvino] extra")
 pytest.importorskip("sentencepiece")
 
-from bench.systems import common, ours_openvino  # noqa: E402
+from bench.systems import common, onnx_runtimes, ours_openvino  # noqa: E402
 
 SPM_VOCAB = 100
 TIMING_KEYS = {"per_s", "best_per_s", "worst_per_s", "n_timed", "performance_hint", "inference_precision",
@@ -60,7 +60,7 @@ def test_infer_equals_keras_and_times(precision, tolerance, spm, cache):
                                  spm_path=spm, cache_dir=cache)
     assert TIMING_KEYS <= set(result) and result["n_timed"] == 2 and result["per_s"] > 0
     assert result["within_bf16_tolerance"] is True
-    assert result["inference_precision"] == ("bf16" if precision == "bfloat16" else "f32")
+    assert result["inference_precision"] == onnx_runtimes.openvino_precision(precision)
     assert result["performance_hint"] == "LATENCY"
     if tolerance:
         assert result["max_diff_vs_keras"] < tolerance
