@@ -3,9 +3,12 @@ r"""int8 serving on this CPU: our int8 OpenVINO export against our float one and
 Study (2026-12-06, issue 33 item 2). Question: how fast is `albert-export --format=openvino --quantize=int8`
 against our float export, against NNCF quantizing OpenVINO's conversion of Hugging Face's graph (the way
 optimum-intel quantizes: the same NNCF call, transformer settings, the same calibration texts) and against
-ONNX Runtime's dynamic int8 (`quantize_dynamic`)? Answer: in bench/results/int8-<kind>.md, written by the run.
-
-    python -m bench.studies.int8_serving --rounds 3
+ONNX Runtime's dynamic int8 (`quantize_dynamic`)? Answer: on the AVX2 kind (AMD EPYC Zen 3, no VNNI, 3 rounds),
+int8 gains nothing for any system there (int8 MatMuls run at about float32's rate without VNNI): ours int8 level
+with our float export (0.92x, rounds 0.78-1.06x) and with NNCF on Hugging Face's graphs, behind ONNX Runtime's
+dynamic int8 (0.93x, 0.86-0.99x); our float export level with OpenVINO on Hugging Face's graphs
+(bench/results/int8-avx2.md). The kinds with VNNI or AMX, where int8 is expected to pay, are not measured yet.
+Command: `python -m bench.studies.int8_serving --rounds 3`.
 
 The model is ALBERT-base's shape (albert_base_v2) with random weights, ours from `AlbertEncoder` (seed 0),
 Hugging Face's from `transformers.AlbertModel` (seed 0) exported to ONNX by bench/systems/onnx_runtimes.py.
