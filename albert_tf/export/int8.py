@@ -236,7 +236,9 @@ def write_report(ir_dir: str, report: Dict[str, Any], calibration: TextSet) -> N
     """`assets/quantization.json` beside model.xml: the method, the calibration texts' source and the cost."""
     record = {"precision": "int8", "method": "NNCF post-training quantization, nncf.ModelType.TRANSFORMER",
               "calibration": {"examples": len(calibration), "source": calibration.source}, "cost": report}
-    with open(os.path.join(ir_dir, "assets", QUANTIZATION_ASSET), "w", encoding="utf-8") as f:
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(os.path.join(ir_dir, "assets", QUANTIZATION_ASSET), "w") as f:
         f.write(json.dumps(record, indent=2, sort_keys=True) + "\n")
 
 
@@ -268,8 +270,9 @@ def check_request(quantize: str, calibration: Optional[TextSet], dev: Optional[T
     try:
         import nncf  # noqa: F401
     except ImportError as e:
-        raise ValueError(f"--quantize=int8 needs NNCF, part of the [openvino] extra: pip install -e '.[openvino]' "
-                         f"({e}).") from None
+        raise ValueError(f"--quantize=int8 needs NNCF, part of the [openvino] extra: pip install -e '.[openvino]' in "
+                         "the checkout, in an environment without [beam] (Beam's protobuf cap breaks the tokenizer "
+                         f"conversion the export uses; setup.py) ({e}).") from None
 
 
 def quantize_and_measure(ir: Any, pre: Any, head: str, calibration: TextSet, dev: Optional[TextSet],
