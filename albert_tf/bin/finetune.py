@@ -79,9 +79,11 @@ def options_from_flags(flag_values=FLAGS):
     # Not given: None, resolved from the model (runner.resolve_max_seq_length). `present`, not the value:
     # albert-pretrain and albert-export define the same flag with other defaults in a shared process.
     max_seq_length = f.max_seq_length if f["max_seq_length"].present else None
+    # albert-finetune's default (true) whatever group defined the flag first (albert-export's default is None).
+    do_lower_case = bool(f.do_lower_case) if f["do_lower_case"].present else True
     defaulted, given = given_or_default(f)
     task_options = TaskOptions(
-        max_seq_length=max_seq_length, do_lower_case=f.do_lower_case, spm_model_file=f.spm_model_file,
+        max_seq_length=max_seq_length, do_lower_case=do_lower_case, spm_model_file=f.spm_model_file,
         text_column=f.text_column, text_b_column=f.text_b_column, label_column=f.label_column,
         regression=f.regression, doc_stride=f.doc_stride, max_query_length=f.max_query_length,
         n_best_size=f.n_best_size, max_answer_length=f.max_answer_length, max_qa_length=f.max_qa_length,

@@ -115,3 +115,25 @@ def test_train_step_and_warmup_step_set_the_schedule(tmp_path):
         _options(tmp_path, train_step=800, warmup_step=800).validate()
     with pytest.raises(ValueError, match="--train_step must be positive, got 0"):
         _options(tmp_path, train_step=0).validate()
+
+
+_EXPORT_FLAGS_FIRST = r"""
+import sys
+from absl import flags
+from albert_tf.bin import export, finetune
+export._define_flags()  # albert-export's --do_lower_case (default None) is the process's definition
+finetune._define_flags()
+flags.FLAGS(["albert-finetune", "--task=csv", "--data_dir=d", "--output_dir=o", *sys.argv[1:]])
+print(finetune.options_from_flags().task_options.do_lower_case)
+"""
+
+
+@pytest.mark.parametrize("given,expected", [([], "True"), (["--nodo_lower_case"], "False"),
+                                            (["--do_lower_case"], "True")])
+def test_lower_casing_default_holds_when_albert_export_defined_the_flag_first(given, expected):
+    """A process that defined albert-export's flags first (a test, a notebook) still fine-tunes with
+    albert-finetune's default: a resume there compared None with the killed run's True and was refused."""
+    done = subprocess.run([sys.executable, "-c", _EXPORT_FLAGS_FIRST, *given], capture_output=True, text=True,
+                          timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == expected
