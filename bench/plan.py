@@ -4,10 +4,13 @@ pairs of rows whose ratios a run reports.
 Plans (`plan`):
 
 - "default": what the claims rest on, sized so that 5 repetitions fit in about 70 minutes on a 2-core
-  AVX-512 BF16 CPU (`expected_seconds`, from the wall times of earlier runs). bfloat16 (the fast precision
-  on both CPU kinds), ALBERT-base: training at batch 8 x 128, full-length inference at batch 32, raw text on
-  random batches with every system sorting each batch's rows by length (and our OpenVINO export packed and
-  padded), fine-tuning on length-grouped batches, and the matmul limit for the MFU column.
+  AVX-512 BF16 CPU (`expected_seconds`, from the wall times of earlier runs). In the precision "auto" picks
+  on the CPU's kind (`kind_precision`: bfloat16 on amx and avx512-bf16, float32 on avx2), ALBERT-base:
+  training at batch 8 x 128, full-length inference at batch 32 against the serving peers at their best
+  (torch.compile, OpenVINO's converter on the PyTorch model; in float32 ONNX Runtime plain and with its
+  transformer fusions, and ours with XLA), raw text on random batches with every system sorting each batch's
+  rows by length (and our OpenVINO export packed and padded), fine-tuning on length-grouped batches, and the
+  matmul limit for the MFU column.
 - "full": also float32, XLA, other batch sizes and lengths, length-grouped and unsorted raw text, ONNX
   Runtime, fine-tuning on random batches and with albert-finetune's own batches, ALBERT-large against
   BERT-large (several hours).
@@ -42,6 +45,10 @@ OPENVINO = "OpenVINO (HF model, ONNX)"
 OPENVINO_OV_TOKENIZER = "OpenVINO (HF model, ONNX), openvino-tokenizers"
 OPENVINO_HF_TOKENIZER = "OpenVINO (HF model, ONNX), HF tokenizer"
 ONNXRUNTIME = "ONNX Runtime (HF model, ONNX)"
+ONNXRUNTIME_FUSED = "ONNX Runtime (HF model, ONNX, transformer fusions)"
+OPENVINO_FROM_TORCH = "OpenVINO (HF model, from torch)"
+TRAIN_XLA = "albert-tf step, XLA"
+INFER_XLA = "albert-tf, XLA"
 OURS_OPENVINO = "albert-tf (our OpenVINO export)"
 OURS_OPENVINO_PADDED = "albert-tf (our OpenVINO export), padded"
 FROZEN = "albert-tf, frozen weights (the exported graph)"
@@ -187,22 +194,41 @@ def missing_package(*names: str) -> str:
 
 
 # ------------------------------------------------------------------ plans
-def plan(name: str, spm_path: str, pool_file: str) -> List[Measurement]:
+def kind_precision(kind: str) -> str:
+    """The precision a CPU kind's default run measures: what "auto" picks there (`albert_tf.runtime`),
+    bfloat16 with bfloat16 arithmetic (amx, avx512-bf16), float32 elsewhere (avx512, avx2).
+
+    >>> kind_precision("amx"), kind_precision("avx2")
+    ('bfloat16', 'float32')
+    """
+    return "bfloat16" if kind in ("amx", "avx512-bf16") else "float32"
+
+
+def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16") -> List[Measurement]:
     """The measurements of plan `name` (PLANS), in the order each repetition runs them: the matmul limit,
-    then one table at a time, ours beside its peers (a pair runs minutes apart, under the same load)."""
+    then one table at a time, ours beside its peers (a pair runs minutes apart, under the same load).
+
+    precision: the default and smoke plans' precision (`kind_precision` of the CPU). In float32 the default
+    plan also has ONNX Runtime (plain and with its transformer fusions) and ours with XLA (training and
+    inference), the levers and the peer that lead on a CPU without bfloat16 arithmetic."""
     if name not in PLANS:
         raise ValueError(f"plan must be one of {PLANS}, got {name!r}.")
+    if precision not in ("bfloat16", "float32"):
+        raise ValueError(f"precision must be 'bfloat16' or 'float32', got {precision!r}.")
     if name == "levers":
         return levers_plan(spm_path, pool_file)
     full = name == "full"
-    out = matmul_plan(full) + train_plan(full) + infer_plan(full, spm_path) + text_plan(full, spm_path, pool_file)
-    out += finetune_plan(full, spm_path, pool_file) + (large_plan() if full else [])
+    if full:
+        precision = "bfloat16"
+    out = (matmul_plan(full, precision) + train_plan(full, precision) + infer_plan(full, spm_path, precision)
+           + text_plan(full, spm_path, pool_file, precision))
+    out += finetune_plan(full, spm_path, pool_file, precision) + (large_plan() if full else [])
     return [tiny(m) for m in out] if name == "smoke" else out
 
 
-def matmul_plan(full: bool) -> List[Measurement]:
+def matmul_plan(full: bool, headline: str = "bfloat16") -> List[Measurement]:
     out = []
-    for precision in (("float32", "bfloat16") if full else ("bfloat16",)):
+    for precision in (("float32", "bfloat16") if full else (headline,)):
         out.append(Measurement("matmul", "tensorflow", "matmul", "tensorflow_rates",
                                dict(precision=precision, reps=8, xla=full)))
         out.append(Measurement("matmul", "openvino", "matmul", "openvino_rates", dict(precision=precision, reps=8),
@@ -223,16 +249,18 @@ def _train(system: str, precision: str, xla: bool, batch: int, seq: int) -> Meas
                            skip=missing_package("keras_hub"))
     if system == "albert-tf fit":
         return Measurement("train", system, "ours", "train_fit", dict(kw, xla=xla))
+    if system == TRAIN_XLA:
+        return Measurement("train", system, "ours", "train_step", dict(kw, xla=True, preset="albert_base_v2"))
     return Measurement("train", system, "ours", "train_step", dict(kw, xla=xla, preset="albert_base_v2"))
 
 
 TRAIN_SYSTEMS = ("albert-tf step", "keras-hub fit", "Hugging Face", HF_COMPILED)
 
 
-def train_plan(full: bool) -> List[Measurement]:
-    out = [_train(s, "bfloat16", False, 8, 128) for s in TRAIN_SYSTEMS]
+def train_plan(full: bool, precision: str = "bfloat16") -> List[Measurement]:
+    out = [_train(s, precision, False, 8, 128) for s in TRAIN_SYSTEMS]
     if not full:
-        return out
+        return out + ([_train(TRAIN_XLA, precision, True, 8, 128)] if precision == "float32" else [])
     out += [_train("albert-tf fit", "bfloat16", False, 8, 128)]
     out += [_train(s, "float32", False, 8, 128) for s in TRAIN_SYSTEMS + ("albert-tf fit",)]
     out += [_train(s, p, True, 8, 128) for p in ("bfloat16", "float32")
@@ -242,7 +270,8 @@ def train_plan(full: bool) -> List[Measurement]:
     return out
 
 
-def _infer_rows(precision: str, batch: int, steps: Dict[str, int], spm_path: str, xla: bool = False):
+def _infer_rows(precision: str, batch: int, steps: Dict[str, int], spm_path: str, xla: bool = False,
+                with_ours_openvino: bool = False):
     kw = dict(precision=precision, batch=batch, seq=128, **steps)
     ov = missing_package("openvino")
     rows = [Measurement("infer", OURS, "ours", "infer", dict(kw, xla=xla)),
@@ -256,14 +285,37 @@ def _infer_rows(precision: str, batch: int, steps: Dict[str, int], spm_path: str
              Measurement("infer", "Hugging Face", "hf", "infer", kw, skip=missing_package("torch", "transformers")),
              Measurement("infer", OPENVINO, "onnx_runtimes", "infer", dict(kw, runtime="openvino", hint="LATENCY"),
                          skip=ov or missing_package("torch", "onnxscript"))]
-    return rows if precision == "bfloat16" else [m for m in rows if m.module != "ours_openvino"]
+    return rows if precision == "bfloat16" or with_ours_openvino else [m for m in rows if m.module != "ours_openvino"]
 
 
-def infer_plan(full: bool, spm_path: str = "") -> List[Measurement]:
+def _best_peer_rows(precision: str, batch: int, steps: Dict[str, int]) -> List[Measurement]:
+    """The serving peers at their best: Hugging Face through torch.compile, OpenVINO's own converter on the
+    PyTorch model, and (float32) ONNX Runtime plain and with its transformer fusions."""
+    kw = dict(precision=precision, batch=batch, seq=128, **steps)
+    torch_skip = missing_package("torch", "transformers")
+    rows = [Measurement("infer", HF_COMPILED, "hf", "infer", dict(kw, compile=True), skip=torch_skip),
+            Measurement("infer", OPENVINO_FROM_TORCH, "onnx_runtimes", "infer",
+                        dict(kw, runtime="openvino", hint="LATENCY", source="torch"),
+                        skip=torch_skip or missing_package("openvino", "onnxscript"))]
+    if precision == "float32":
+        ort_skip = missing_package("onnxruntime", "torch", "onnxscript")
+        rows += [Measurement("infer", ONNXRUNTIME, "onnx_runtimes", "infer", dict(kw, runtime="onnxruntime"),
+                             skip=ort_skip),
+                 Measurement("infer", ONNXRUNTIME_FUSED, "onnx_runtimes", "infer",
+                             dict(kw, runtime="onnxruntime", fused=True), skip=ort_skip)]
+    return rows
+
+
+def infer_plan(full: bool, spm_path: str = "", precision: str = "bfloat16") -> List[Measurement]:
     """Full-length encoder inference. OpenVINO runs with the LATENCY hint (one synchronous batch gets every
-    core; THROUGHPUT makes a stream per core, which a lone request cannot use: full plan only)."""
-    out = _infer_rows("bfloat16", 32, dict(warmup=2, steps=5), spm_path)
+    core; THROUGHPUT makes a stream per core, which a lone request cannot use: full plan only). Every plan
+    has the peers at their best (`_best_peer_rows`); float32 also ours with XLA."""
+    steps = dict(warmup=2, steps=5)
+    out = _infer_rows(precision, 32, steps, spm_path, with_ours_openvino=True) + _best_peer_rows(precision, 32, steps)
     if not full:
+        if precision == "float32":
+            out.append(Measurement("infer", INFER_XLA, "ours", "infer", dict(precision=precision, batch=32, seq=128,
+                                                                             xla=True, **steps)))
         return out
     steps = dict(warmup=2, steps=10)
     out += _infer_rows("bfloat16", 32, steps, spm_path, xla=True)
@@ -281,10 +333,11 @@ def infer_plan(full: bool, spm_path: str = "") -> List[Measurement]:
     return out
 
 
-def _text_rows(feed: str, sort: bool, spm_path: str, pool_file: str, full: bool) -> List[Measurement]:
+def _text_rows(feed: str, sort: bool, spm_path: str, pool_file: str, full: bool,
+               precision: str = "bfloat16") -> List[Measurement]:
     """The raw-text rows on `feed`'s batches: ours and each peer, sorting each batch's rows (sort) or padding
-    each batch to its longest row."""
-    kw = dict(precision="bfloat16", spm_path=spm_path, pool_file=pool_file, feed=feed, **TEXT_STEPS)
+    each batch to its longest row (ONNX Runtime in the full plan and wherever the precision is float32)."""
+    kw = dict(precision=precision, spm_path=spm_path, pool_file=pool_file, feed=feed, **TEXT_STEPS)
     rows_per_bucket = SORT_ROWS if sort else 0
     sort_rows = dict(sort_rows=SORT_ROWS) if sort else {}
     ov = missing_package("openvino", "openvino_tokenizers")
@@ -305,31 +358,31 @@ def _text_rows(feed: str, sort: bool, spm_path: str, pool_file: str, full: bool)
              # tokens on the pool): the same model on AlbertTokenizer's ids as well.
              Measurement("text", OPENVINO_HF_TOKENIZER, "onnx_runtimes", "text",
                          dict(kw, runtime="openvino", hint="LATENCY", tokenizer="hf", **sort_rows), skip=hf_ov)]
-    if full:
+    if full or precision == "float32":
         rows += [Measurement("text", ONNXRUNTIME, "onnx_runtimes", "text",
                              dict(kw, runtime="onnxruntime", precision="float32", **sort_rows),
                              skip=missing_package("onnxruntime", "torch", "transformers", "onnxscript"))]
     return rows
 
 
-def text_plan(full: bool, spm_path: str, pool_file: str) -> List[Measurement]:
+def text_plan(full: bool, spm_path: str, pool_file: str, precision: str = "bfloat16") -> List[Measurement]:
     """Raw text. Default: random batches (as a server receives them) with every system sorting each batch's
     rows by length (our task model's buckets; the same for every peer), our OpenVINO export packed, and the
     same export padded (the packing table: our packed export against the same model padded). Full: also every
     system padding each batch to its longest row, and length-grouped batches."""
-    out = _text_rows(common.RANDOM, True, spm_path, pool_file, full)
+    out = _text_rows(common.RANDOM, True, spm_path, pool_file, full, precision)
     if not full:
-        return out + [m for m in _text_rows(common.RANDOM, False, spm_path, pool_file, False)
+        return out + [m for m in _text_rows(common.RANDOM, False, spm_path, pool_file, False, precision)
                       if m.system == OURS_OPENVINO_PADDED]
     return (out + _text_rows(common.RANDOM, False, spm_path, pool_file, True)
             + _text_rows(common.GROUPED, True, spm_path, pool_file, True))
 
 
-def finetune_plan(full: bool, spm_path: str, pool_file: str) -> List[Measurement]:
+def finetune_plan(full: bool, spm_path: str, pool_file: str, precision: str = "bfloat16") -> List[Measurement]:
     """Fine-tuning a 2-label classifier on the pool's batches (bench/systems/finetune.py), every system on the
     same batches padded to each batch's longest row: length-grouped (Hugging Face's group_by_length sampler);
     full: also random batches, and ours on albert-finetune's own batches (other batches: no ratio)."""
-    kw = dict(precision="bfloat16", spm_path=spm_path, pool_file=pool_file, batch=TEXT_BATCH, shape="base",
+    kw = dict(precision=precision, spm_path=spm_path, pool_file=pool_file, batch=TEXT_BATCH, shape="base",
               **FINETUNE_STEPS)
     torch_skip = missing_package("torch", "transformers")
     out = []

@@ -131,7 +131,7 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
     expected = header.get("expected_minutes")
     lines += [f"Command: `{header['command']}` ({header['date']}, {header['minutes']:.0f} minutes"
               + (f"; {expected:.0f} expected" if expected else "") + f"). Plan: {header.get('plan', 'not recorded')}"
-              f", {header['reps']} repetitions.", "",
+              f", {header['reps']} repetitions.", ""] + extension_lines(header) + [
               f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header) + load_warning(header)
               + host_line(measurements), ""] + provenance_lines(header) + hardware.peak_lines(header) + [
               threads_line(header, measurements), "",
@@ -155,6 +155,20 @@ def unlike_note(measurements: Sequence[Measurement]) -> str:
         return ""
     return (", EXCEPT where a row pads otherwise (" + "; ".join(found) + "): not the same work, and the ratios "
             "against such a row say so")
+
+
+def extension_lines(header: Dict[str, object]) -> List[str]:
+    """One line per `bench.run --extend` of the run: what it added, when, from which code, under what load."""
+    lines = []
+    for e in header.get("extensions", []):
+        code = e.get("code") or {}
+        groups = ", ".join(e.get("only") or []) or "every group"
+        lines += [f"Extended by `{e['command']}` ({e['date']}, {e.get('minutes', 0):.0f} minutes): {e['reps']} more "
+                  f"repetition(s) of {groups} and the GEMM probe; commit {code.get('commit', 'not recorded')}"
+                  + (" (DIRTY)" if code.get("dirty") else "") + f"; 1-minute load {e['load_start']:.2f} at the start, "
+                  f"{e.get('load_max', e['load_start']):.2f} at most" + (f"; stopped: {e['stopped']}" if e.get("stopped")
+                                                                          else "") + ".", ""]
+    return lines
 
 
 def load_line(header: Dict[str, object]) -> str:

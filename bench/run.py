@@ -18,6 +18,11 @@ and .md (rendered from the JSON alone, `bench.report`), where <cpu-kind> comes f
     python -m bench.run --plan smoke --reps 1
     python -m bench.run --plan levers        # XLA, oneDNN, both against neither (bench/results/<kind>-levers.md)
     python -m bench.run --render_only bench/results/amx.json
+    python -m bench.run --extend bench/results/avx2.json --reps 1 --only train,infer   # more repetitions
+
+--extend adds repetitions to a saved run, after its own, on the same machine: each extra repetition is again
+every chosen measurement once (so its pairs still ran minutes apart), and the run file lists every
+invocation with its command, date, code and load (`header["extensions"]`).
 """
 
 from __future__ import annotations
@@ -98,21 +103,24 @@ def machine_share(before: Sequence[int], after: Sequence[int]) -> Dict[str, floa
 
 
 def run_all(measurements: List[Measurement], reps: int, timeout: float, python: str, log=print,
-            budget_s: Optional[float] = None, after_each=None, n_threads: Optional[int] = None) -> str:
+            budget_s: Optional[float] = None, after_each=None, n_threads: Optional[int] = None,
+            first_rep: int = 0) -> str:
     """Interleaved: every measurement once, then again, `reps` times; after_each() after every one.
 
     With budget_s, no measurement starts once that many seconds have passed. Returns "" when everything
-    ran, else why the run stopped (the missing repetitions are then listed by the run file).
+    ran, else why the run stopped (the missing repetitions are then listed by the run file). first_rep: the
+    index of the first repetition (a saved run's count, when it is extended).
     """
     began = time.perf_counter()
-    for rep in range(reps):
+    reps_total = first_rep + reps
+    for rep in range(first_rep, reps_total):
         for i, m in enumerate(measurements):
             if m.skip:
                 if rep == 0:
                     log(f"{m.key}: skipped ({m.skip})")
                 continue
             if budget_s is not None and time.perf_counter() - began > budget_s:
-                why = (f"budget of {budget_s / 60:.0f} minutes spent in repetition {rep + 1} of {reps}, before "
+                why = (f"budget of {budget_s / 60:.0f} minutes spent in repetition {rep + 1} of {reps_total}, before "
                        f"measurement {i + 1} of {len(measurements)}")
                 log(why + ": the rest is not measured")
                 return why
@@ -120,7 +128,7 @@ def run_all(measurements: List[Measurement], reps: int, timeout: float, python: 
             run_one(m, timeout, python, rep, n_threads)
             got = m.runs[-1] if m.runs and m.runs[-1].get("rep") == rep else None
             summary = (f"{got['per_s']:.2f}/s" if got and "per_s" in got else "ok" if got else m.errors[-1])
-            log(f"[rep {rep + 1}/{reps} {i + 1}/{len(measurements)}] {m.key}: {summary} "
+            log(f"[rep {rep + 1}/{reps_total} {i + 1}/{len(measurements)}] {m.key}: {summary} "
                 f"({time.perf_counter() - start:.0f} s)")
             if after_each is not None:
                 after_each()
@@ -217,7 +225,12 @@ def parse_args(argv: Optional[Sequence[str]]):
                         help="the SentencePiece model, the sentence pool and the exports (made once)")
     parser.add_argument("--output", default="", help="the run file (.md; the .json beside it); default: "
                         "bench/results/<cpu-kind>.md for a whole default or full plan")
+    parser.add_argument("--precision", choices=("kind", "bfloat16", "float32"), default="kind",
+                        help="the default and smoke plans' precision; kind: bfloat16 on amx and avx512-bf16, "
+                        "float32 elsewhere (bench.plan.kind_precision)")
     parser.add_argument("--dry_run", action="store_true", help="list the plan and its expected time, then exit")
+    parser.add_argument("--extend", default="", help="a saved run's .json: add --reps repetitions to it (of the "
+                        "--only groups), rendered to its .md")
     parser.add_argument("--render_only", default="", help="render a saved run's .json to its .md (or --output)")
     args = parser.parse_args(argv)
     if args.reps is not None and args.reps < 1:
@@ -238,12 +251,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _write(report.render(measurements, header), output)
         print(f"wrote {output}")
         return 0
+    if args.extend:
+        return extend(args, argv)
     reps = args.reps or (1 if args.plan == "smoke" else P.DEFAULT_REPS)
     spm_path, pool_file = ("sp.model", "pool.json") if args.dry_run else text_files(args.cache_dir)
     groups = set(filter(None, args.only.split(",")))
     if groups:
         groups.add("matmul")  # the GEMM probe in every rerun: a control of the machine's state, and its MFU
-    measurements = [m for m in P.plan(args.plan, spm_path, pool_file) if not groups or m.group in groups]
+    cpu = common.cpu_description()
+    precision = P.kind_precision(common.cpu_kind(cpu)) if args.precision == "kind" else args.precision
+    measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision)
+                    if not groups or m.group in groups]
     expected = P.expected_minutes(measurements, reps)
     print(f"Plan {args.plan}: {len(measurements)} measurements x {reps} repetitions, about {expected:.0f} minutes "
           "on a 2-core AVX-512 BF16 CPU (bench.plan.expected_seconds, from earlier runs' wall times).", flush=True)
@@ -251,13 +269,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for m in measurements:
             print(f"{P.expected_seconds(m):5.0f} s  {m.key}" + (f"  (skipped: {m.skip})" if m.skip else ""))
         return 0
-    cpu = common.cpu_description()
     output = args.output or default_output(args.plan, args.only, args.cache_dir, common.cpu_kind(cpu))
     run_json = os.path.splitext(output)[0] + ".json"
     start, loads = time.time(), [os.getloadavg()[0]]
     header = dict(command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plan=args.plan,
                   reps=reps, threads=args.threads, cpu=cpu, cpu_kind=common.cpu_kind(cpu), versions=versions(),
+                  precision=precision if args.plan in ("default", "smoke") else "",
                   code=code_version(), environment={k: os.environ[k] for k in ENVIRONMENT if k in os.environ},
                   expected_minutes=expected, load_start=loads[0], stopped="")
 
@@ -276,6 +294,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     _write(text, output)
     print(text)
     print(f"wrote {output} and {run_json}")
+    return 0
+
+
+def extend(args, argv: Optional[Sequence[str]]) -> int:
+    """--extend: more repetitions of a saved run (of the --only groups), on the machine it ran on."""
+    measurements, header = load(args.extend)
+    cpu = common.cpu_description()
+    if common.cpu_kind(cpu) != header.get("cpu_kind") or cpu.get("model") != header["cpu"].get("model"):
+        raise SystemExit(f"--extend {args.extend}: it ran on a {header.get('cpu_kind')} CPU "
+                         f"({header['cpu'].get('model')}); this is a {common.cpu_kind(cpu)} "
+                         f"({cpu.get('model')}). Repetitions of one run come from one machine.")
+    groups = set(filter(None, args.only.split(",")))
+    chosen = [m for m in measurements if not groups or m.group in groups or m.group == "matmul"]
+    done = int(header["reps"])
+    reps = args.reps or 1
+    start, loads = time.time(), [os.getloadavg()[0]]
+    record = dict(command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
+                  date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                  reps=reps, only=sorted(groups), code=code_version(), load_start=loads[0], stopped="")
+    header.setdefault("extensions", []).append(record)
+    header["reps"] = done + reps
+    output = args.output or os.path.splitext(args.extend)[0] + ".md"
+
+    def save():
+        loads.append(os.getloadavg()[0])
+        record.update(minutes=(time.time() - start) / 60, load_end=loads[-1], load_max=max(loads))
+        _write(portable_json({"header": header, "measurements": [dataclasses.asdict(m) for m in measurements]},
+                             args.cache_dir), args.extend)
+
+    save()
+    record["stopped"] = run_all(chosen, reps, args.timeout, sys.executable, after_each=save, first_rep=done,
+                                budget_s=args.budget_minutes * 60 if args.budget_minutes else None,
+                                n_threads=args.threads)
+    save()
+    _write(report.render(measurements, header), output)
+    print(f"wrote {output} and {args.extend}")
     return 0
 
 

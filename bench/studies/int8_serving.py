@@ -79,19 +79,6 @@ def _hf_feeds(ids: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             "token_type_ids": ids["segment_ids"].astype(np.int64)}
 
 
-def _from_torch(config, example: Dict[str, np.ndarray]):
-    """`ov.convert_model` of transformers.AlbertModel(config) (seed 0, the ONNX row's weights) from PyTorch."""
-    import openvino as ov
-    import torch
-
-    from bench.systems import onnx_runtimes
-
-    model = onnx_runtimes._torch_model(config)
-    model.config.return_dict = False
-    with torch.no_grad():
-        return ov.convert_model(model, example_input={k: torch.from_numpy(v) for k, v in example.items()})
-
-
 def build_systems(cache_dir: str, shape: str = "base") -> Dict[str, tuple]:
     """name -> (run(ids) callable, feeds converter): every system of the study, exported and quantized here
     (`shape`: "base", or "tiny" for a smoke run)."""
@@ -122,7 +109,7 @@ def build_systems(cache_dir: str, shape: str = "base") -> Dict[str, tuple]:
                                            subset_size=len(items))
     hf_int8 = quantize(ov.convert_model(onnx_path))
     # OpenVINO's own converter on the PyTorch model (optimum-intel's path), not through ONNX.
-    hf_direct = _from_torch(hf._config(shape=shape), items[0])
+    hf_direct = ov.Core().read_model(onnx_runtimes.convert_from_torch(hf._config(shape=shape), cache_dir))
     hf_direct_int8 = quantize(hf_direct.clone())
     print(f"NNCF on Hugging Face's graphs: {time.perf_counter() - started:.0f} s", flush=True)
     ours = lambda ids: {k: v.astype(np.int32) for k, v in ids.items()}  # noqa: E731

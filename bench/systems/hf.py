@@ -119,13 +119,17 @@ def train(precision: str, batch: int, seq: int, warmup: int, steps: int, compile
 
 
 @threads.uses("torch")
-def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, shape: str = "base") -> Dict[str, float]:
-    """AlbertModel forward (pooled output) under torch.inference_mode."""
+def infer(precision: str, batch: int, seq: int, warmup: int, steps: int, shape: str = "base",
+          compile: bool = False) -> Dict[str, float]:
+    """AlbertModel forward (pooled output) under torch.inference_mode; with compile, the model through
+    `torch.compile` (inductor on CPU; it compiles in the first warm-up call)."""
     import torch
     import transformers
 
     _seed()
     model = transformers.AlbertModel(_config(shape=shape)).eval()
+    if compile:
+        model = torch.compile(model)
     ex = common.synthetic_pretraining_batch(batch, seq, 1, common.ALBERT_BASE["vocab_size"])
     inputs = dict(input_ids=torch.from_numpy(ex["input_ids"]).long(),
                   attention_mask=torch.from_numpy(ex["input_mask"]).long(),

@@ -16,7 +16,10 @@ version and the opset. Each runtime then runs that file with its defaults:
 - ONNX Runtime: an `InferenceSession` with default options but the threads
   (`threads.session_options`) on float32, and "int8":
   `onnxruntime.quantization.quantize_dynamic` of the same file (int8 weights,
-  activations quantized per call).
+  activations quantized per call); with `fused`, on the file
+  `onnxruntime.transformers`' optimizer fused (its best CPU path).
+- OpenVINO with `source="torch"`: OpenVINO's own converter on the PyTorch model
+  (`convert_from_torch`, as optimum-intel converts), not the ONNX file.
 
 Raw text (`text`): Hugging Face's AlbertTokenizer in Python (`tokenizer="hf"`,
 the only text path ONNX Runtime has) or, for OpenVINO, openvino-tokenizers'
@@ -32,6 +35,7 @@ largest difference as "max_diff_vs_hf".
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import os
 import tempfile
@@ -151,10 +155,62 @@ def _openvino_runner(path: str, precision: str, hint: str,
     return run, info
 
 
-def _onnxruntime_runner(path: str, precision: str) -> Tuple[Runner, Dict[str, object]]:
+def _fused(path: str, config) -> str:
+    """`onnxruntime.transformers.optimizer.optimize_model` of path beside it (ONNX Runtime's transformer fusions:
+    SkipLayerNormalization, FastGelu and, where its pattern matches, Attention; cached)."""
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    out = path[:-len(".onnx")] + "-fused.onnx"
+    if not os.path.exists(out):
+        tmp = f"{out}.{os.getpid()}.tmp.onnx"
+        optimize_model(path, model_type="bert", num_heads=config.num_attention_heads,
+                       hidden_size=config.hidden_size).save_model_to_file(tmp)
+        os.replace(tmp, out)
+    return out
+
+
+def fused_operators(path: str) -> Dict[str, int]:
+    """{op type: count} of the fused operators ONNX Runtime's transformer optimizer put in a file."""
+    import onnx
+
+    counts: Dict[str, int] = {}
+    for node in onnx.load(path, load_external_data=False).graph.node:
+        if node.domain == "com.microsoft":
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+def convert_from_torch(config=None, cache_dir: Optional[str] = None) -> str:
+    """OpenVINO's IR of AlbertModel(config) (seed 0: the ONNX file's weights) converted from PyTorch by
+    `ov.convert_model`, the path optimum-intel takes (cached beside the ONNX file)."""
+    import openvino as ov
+    import torch
+
+    config = config if config is not None else hf._config()
+    onnx_path = export_onnx(config, cache_dir)
+    path = onnx_path[:-len(".onnx")] + f"-ov{ov.__version__.split('-')[0]}-from-torch.xml"
+    if os.path.exists(path):
+        return path
+    model = _torch_model(copy.deepcopy(config))
+    model.config.return_dict = False  # a tuple out, on a copy: the check's reference model keeps its outputs
+    example = _feeds(common.synthetic_pretraining_batch(2, 16, 1, config.vocab_size))
+    with torch.no_grad():
+        converted = ov.convert_model(model, example_input={k: torch.from_numpy(v) for k, v in example.items()})
+    for output, name in zip(converted.outputs, OUTPUTS):
+        output.get_tensor().set_names({name})
+    tmp = f"{path[:-len('.xml')]}.{os.getpid()}.tmp.xml"
+    ov.save_model(converted, tmp)
+    os.replace(tmp[:-len(".xml")] + ".bin", path[:-len(".xml")] + ".bin")
+    os.replace(tmp, path)
+    return path
+
+
+def _onnxruntime_runner(path: str, precision: str, fused: bool = False,
+                        config=None) -> Tuple[Runner, Dict[str, object]]:
     import onnxruntime as ort
 
-    model_path = _quantized(path) if precision == "int8" else path
+    model_path = _fused(path, config) if fused else path
+    model_path = _quantized(model_path) if precision == "int8" else model_path
     options = threads.session_options()
     session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 
@@ -162,18 +218,30 @@ def _onnxruntime_runner(path: str, precision: str) -> Tuple[Runner, Dict[str, ob
         sequence, pooled = session.run(list(OUTPUTS), feeds)
         return sequence, pooled
 
-    return run, {"providers": ",".join(session.get_providers()),
-                 "threads": {"onnxruntime_intra_op": options.intra_op_num_threads}}
+    info = {"providers": ",".join(session.get_providers()),
+            "threads": {"onnxruntime_intra_op": options.intra_op_num_threads}}
+    if fused:
+        info["fused_operators"] = fused_operators(model_path)
+    return run, info
 
 
 def make_runner(runtime: str, precision: str, config=None, hint: str = DEFAULT_HINT,
-                cache_dir: Optional[str] = None) -> Tuple[Runner, Dict[str, object]]:
-    """(run(feeds) -> (sequence_output, pooled_output), settings) for one runtime and precision."""
+                cache_dir: Optional[str] = None, fused: bool = False,
+                source: str = "onnx") -> Tuple[Runner, Dict[str, object]]:
+    """(run(feeds) -> (sequence_output, pooled_output), settings) for one runtime and precision.
+
+    fused: ONNX Runtime on the file its transformer optimizer fused (`_fused`); source: for OpenVINO, "onnx"
+    (the ONNX file) or "torch" (`convert_from_torch`, OpenVINO's own converter on the PyTorch model)."""
     _check_runtime(runtime, precision)
+    if source not in ("onnx", "torch") or (source == "torch" and runtime != "openvino"):
+        raise ValueError(f"source must be 'onnx', or 'torch' with OpenVINO; got {source!r} for {runtime!r}.")
+    if fused and runtime != "onnxruntime":
+        raise ValueError(f"fused=True is ONNX Runtime's transformer optimizer; got runtime {runtime!r}.")
+    config = config if config is not None else hf._config()
     path = export_onnx(config, cache_dir)
     if runtime == "openvino":
-        return _openvino_runner(path, precision, hint)
-    return _onnxruntime_runner(path, precision)
+        return _openvino_runner(convert_from_torch(config, cache_dir) if source == "torch" else path, precision, hint)
+    return _onnxruntime_runner(path, precision, fused, config)
 
 
 def _check_inputs(batch: int, seq: int, vocab: int) -> Dict[str, np.ndarray]:
@@ -251,10 +319,12 @@ def check_outputs(runtime: str, precision: str, batch: int = 4, seq: int = 32, c
 
 @threads.uses("torch")
 def infer(runtime: str, precision: str, batch: int, seq: int, warmup: int, steps: int, config=None,
-          hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None, shape: str = "base") -> Dict[str, object]:
-    """Full-length encoder inference (both outputs computed, as hf.infer's forward), sequences/s."""
+          hint: str = DEFAULT_HINT, cache_dir: Optional[str] = None, shape: str = "base", fused: bool = False,
+          source: str = "onnx") -> Dict[str, object]:
+    """Full-length encoder inference (both outputs computed, as hf.infer's forward), sequences/s
+    (fused, source: `make_runner`)."""
     config = config if config is not None else hf._config(shape=shape)
-    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
+    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir, fused=fused, source=source)
     check = _compare(run, config, batch=4, seq=32)
     feeds = _feeds(common.synthetic_pretraining_batch(batch, seq, 1, config.vocab_size))
     times = common.timed_calls(lambda: run(feeds)[1], warmup, steps)
@@ -325,7 +395,7 @@ def token_agreement(tokenize, tokenizer, texts) -> Dict[str, object]:
 @threads.uses("torch")
 def text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str, warmup: int, steps: int,
          hint: str = DEFAULT_HINT, tokenizer: str = "hf", sort_rows: int = 0, config=None,
-         cache_dir: Optional[str] = None, shape: str = "base") -> Dict[str, object]:
+         cache_dir: Optional[str] = None, shape: str = "base", fused: bool = False) -> Dict[str, object]:
     """Raw text through AlbertModel exported to ONNX and run by OpenVINO or ONNX Runtime
     (`make_runner`), over the pool's batches, tokenizing inside the timed call.
 
@@ -333,13 +403,13 @@ def text(runtime: str, precision: str, spm_path: str, pool_file: str, feed: str,
     OpenVINO only; the result says how its ids compare with HF's on the first timed batch,
     `token_agreement`); sort_rows: 0 pads each batch to its longest row, N sorts its rows by
     length and runs N at a time. config: default ALBERT-`shape` with the tokenizer's
-    vocabulary; cache_dir: where the ONNX export is kept.
+    vocabulary; cache_dir: where the ONNX export is kept; fused: `make_runner`.
     """
     if tokenizer not in ("hf", "openvino") or (tokenizer == "openvino" and runtime != "openvino"):
         raise ValueError(f"tokenizer must be 'hf', or 'openvino' with OpenVINO; got {tokenizer!r} for {runtime!r}.")
     hf_tokenizer = hf._tokenizer(spm_path)
     config = config if config is not None else hf._config(vocab_size=len(hf_tokenizer), shape=shape)
-    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir)
+    run, info = make_runner(runtime, precision, config, hint=hint, cache_dir=cache_dir, fused=fused)
     sentences, warm, timed = common.read_text_pool(pool_file, feed, warmup, steps)
     if tokenizer == "openvino":
         tokenize = openvino_tokenizer(hf_tokenizer)

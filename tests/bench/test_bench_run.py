@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from bench import plan as P
-from bench import report, run
+from bench import report, run, stats
 from bench.systems import common, threads
 
 
@@ -119,6 +119,40 @@ def test_default_plan_is_bfloat16_and_compares_the_same_work():
     assert [m.kwargs.get("compile", False) for m in finetune if m.function == "hf"] == [False, True]
 
 
+def test_a_cpus_kind_picks_the_plans_precision():
+    assert [P.kind_precision(k) for k in ("amx", "avx512-bf16", "avx512", "avx2", "other")] == [
+        "bfloat16", "bfloat16", "float32", "float32", "float32"]
+    with pytest.raises(ValueError, match="'float16'"):
+        P.plan("default", "s", "p", "float16")
+
+
+def test_float32_default_plan_adds_the_levers_and_the_peers_that_lead_without_bfloat16():
+    rows = P.plan("default", "sp.model", "pool.json", "float32")
+    assert {m.precision for m in rows} == {"float32"}
+    systems = {(m.group, m.system) for m in rows}
+    # Ours with XLA beside ours without; ONNX Runtime, plain and fused, for serving and raw text.
+    assert {("train", "albert-tf step"), ("train", P.TRAIN_XLA), ("infer", P.OURS), ("infer", P.INFER_XLA),
+            ("infer", P.OURS_OPENVINO), ("infer", P.ONNXRUNTIME), ("infer", P.ONNXRUNTIME_FUSED),
+            ("text", P.ONNXRUNTIME), ("text", P.OURS_OPENVINO)} <= systems
+    xla = {m.system: m.kwargs["xla"] for m in rows if m.system in (P.TRAIN_XLA, P.INFER_XLA, "albert-tf step")}
+    assert xla == {P.TRAIN_XLA: True, P.INFER_XLA: True, "albert-tf step": False}
+    fused = [m for m in rows if m.system == P.ONNXRUNTIME_FUSED]
+    assert [m.kwargs.get("fused") for m in fused] == [True]
+    # The headline pairs exist: ours (with and without XLA) against torch.compile'd Hugging Face and ONNX Runtime.
+    pairs = {(a.system, b.system) for a, b in P.pairs(rows)}
+    assert {("albert-tf step", P.HF_COMPILED), (P.TRAIN_XLA, P.HF_COMPILED), (P.OURS_OPENVINO, P.ONNXRUNTIME_FUSED),
+            (P.OURS_OPENVINO, P.OPENVINO_FROM_TORCH), (P.INFER_XLA, P.ONNXRUNTIME)} <= pairs
+    assert len({m.key for m in rows}) == len(rows)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float32"])
+def test_every_default_plan_serves_against_the_peers_at_their_best(precision):
+    infer = {m.system: m for m in P.plan("default", "s", "p", precision) if m.group == "infer"}
+    assert infer[P.HF_COMPILED].kwargs["compile"] is True and infer[P.HF_COMPILED].function == "infer"
+    assert infer[P.OPENVINO_FROM_TORCH].kwargs["source"] == "torch"
+    assert (P.ONNXRUNTIME in infer) is (precision == "float32")  # ONNX Runtime has no bfloat16
+
+
 def test_full_plan_adds_float32_xla_large_and_the_other_tables():
     rows = P.plan("full", "sp.model", "pool.json")
     assert {m.kwargs["seq"] for m in rows if m.group == "train"} == {128, 512}
@@ -217,6 +251,42 @@ def test_budget_stops_the_run_and_the_run_file_marks_what_was_not_measured(tmp_p
                                        "measurements": [dict(vars(m)) for m in rows]}, str(tmp_path)))
     assert run.main(["--render_only", str(path)]) == 0
     assert (tmp_path / "kind.md").read_text() == text
+
+
+def test_extend_adds_repetitions_of_the_chosen_groups_to_a_saved_run(tmp_path, monkeypatch):
+
+    kw = dict(precision="float32", batch=8, seq=128)
+    rows = [_measured("train", "albert-tf step", "ours", kw, [2.0, 2.2]),
+            _measured("train", "Hugging Face", "hf", kw, [2.1, 2.0]),
+            _measured("infer", "albert-tf", "ours", kw, [5.0, 5.1])]
+    ran = []  # the worker itself is tested above; here, which repetitions of which rows run
+
+    def fake_run_one(m, timeout, python, rep=0, n_threads=None):
+        ran.append((m.system, rep))
+        m.runs.append(dict(per_s=2.0, peak_rss_mb=1000.0, rep=rep))
+
+    monkeypatch.setattr(run, "run_one", fake_run_one)
+    cpu = common.cpu_description()
+    path = tmp_path / "kind.json"
+    path.write_text(run.portable_json({"header": dict(_header(reps=2), cpu=cpu, cpu_kind=common.cpu_kind(cpu)),
+                                       "measurements": [dict(vars(m)) for m in rows]}, str(tmp_path)))
+    assert run.main(["--extend", str(path), "--reps", "1", "--only", "train"]) == 0
+    assert ran == [("albert-tf step", 2), ("Hugging Face", 2)]
+    measurements, header = run.load(str(path))
+    assert [[r["rep"] for r in m.runs] for m in measurements] == [[0, 1, 2], [0, 1, 2], [0, 1]]
+    assert header["reps"] == 3 and header["extensions"][0]["only"] == ["train"]
+    assert header["extensions"][0]["command"] == f"python -m bench.run --extend {path} --reps 1 --only train"
+    text = (tmp_path / "kind.md").read_text()
+    assert "Extended by `python -m bench.run --extend" in text and "1 more repetition(s) of train" in text
+    ratio = stats.paired(measurements[0], measurements[1])  # three paired repetitions now: a verdict
+    assert ratio.n == 3 and ratio.verdict == "level" and f"| {ratio.text()} | 3 |" in text
+    assert f"| {measurements[2].key} | 2 of 3 |" in text  # the row left out says it lacks a repetition
+    # Another machine's run is not extended.
+    other = dict(_header(reps=2), cpu=dict(cpu, model="Other CPU"), cpu_kind=common.cpu_kind(cpu))
+    path.write_text(run.portable_json({"header": other, "measurements": [dict(vars(m)) for m in rows]},
+                                      str(tmp_path)))
+    with pytest.raises(SystemExit, match="Repetitions of one run come from one machine"):
+        run.main(["--extend", str(path), "--reps", "1"])
 
 
 def test_levers_plan_pulls_each_lever_against_the_default_in_float32():

@@ -54,17 +54,21 @@ def _torch_reference(feeds):
     return out.last_hidden_state.numpy(), out.pooler_output.numpy()
 
 
-# (runtime, precision, largest difference allowed relative to each output's scale)
-CASES = [("openvino", "float32", 1e-5), ("openvino", "bfloat16", 3e-2),
-         ("onnxruntime", "float32", 1e-5), ("onnxruntime", "int8", 0.1)]
+# (runtime, precision, largest difference allowed relative to each output's scale, make_runner's options)
+CASES = [("openvino", "float32", 1e-5, {}), ("openvino", "bfloat16", 3e-2, {}),
+         ("onnxruntime", "float32", 1e-5, {}), ("onnxruntime", "int8", 0.1, {}),
+         ("onnxruntime", "float32", 1e-5, {"fused": True}),
+         # OpenVINO's converter turns the PyTorch graph into its Gelu (tanh) and ScaledDotProductAttention ops,
+         # whose float32 kernels differ from torch's by about 3.5e-4 of the output's scale on this model.
+         ("openvino", "float32", 1e-3, {"source": "torch"})]
 
 
-@pytest.mark.parametrize("runtime,precision,tolerance", CASES)
-def test_runtime_outputs_equal_torch(runtime, precision, tolerance, cache):
+@pytest.mark.parametrize("runtime,precision,tolerance,options", CASES)
+def test_runtime_outputs_equal_torch(runtime, precision, tolerance, options, cache):
     _need(runtime)
     feeds = _padded_batch()
     want_sequence, want_pooled = _torch_reference(feeds)
-    run, info = onnx_runtimes.make_runner(runtime, precision, _tiny(), cache_dir=cache)
+    run, info = onnx_runtimes.make_runner(runtime, precision, _tiny(), cache_dir=cache, **options)
     sequence, pooled = run(feeds)
     valid = feeds["attention_mask"].astype(bool)
     assert sequence.shape == want_sequence.shape and pooled.shape == want_pooled.shape
@@ -107,6 +111,37 @@ def test_infer_times_and_checks(runtime, cache):
     result = onnx_runtimes.infer(runtime, "float32", batch=2, seq=16, warmup=1, steps=2, config=_tiny(),
                                  cache_dir=cache)
     assert result["n_timed"] == 2 and result["per_s"] > 0 and result["max_diff_vs_hf"] < 1e-4
+
+
+def test_fused_file_holds_onnx_runtimes_fused_operators(cache):
+    _need("onnxruntime")
+    _, info = onnx_runtimes.make_runner("onnxruntime", "float32", _tiny(), cache_dir=cache, fused=True)
+    # Two layers: a SkipLayerNormalization after attention and after the FFN of each, and each FFN's FastGelu.
+    assert info["fused_operators"].get("SkipLayerNormalization") == 4, info["fused_operators"]
+    assert info["fused_operators"].get("FastGelu") == 2, info["fused_operators"]
+    plain = onnx_runtimes.fused_operators(onnx_runtimes.export_onnx(_tiny(), cache))
+    assert plain == {}
+
+
+def test_openvino_from_torch_attends_only_to_the_rows_tokens(cache):
+    """The converted graph keeps the attention mask (it is traced on an example of ones): the padded row's
+    outputs follow torch on that row, and differ from the same tokens unpadded by far more than that."""
+    _need("openvino")
+    feeds = _padded_batch()
+    run, _ = onnx_runtimes.make_runner("openvino", "float32", _tiny(), cache_dir=cache, source="torch")
+    unpadded = dict(feeds, attention_mask=np.ones_like(feeds["attention_mask"]))
+    valid = feeds["attention_mask"][1].astype(bool)
+    got, got_unpadded = run(feeds)[0][1][valid], run(unpadded)[0][1][valid]
+    want = _torch_reference(feeds)[0][1][valid]
+    mask_effect = np.max(np.abs(got_unpadded - got))
+    assert np.max(np.abs(got - want)) < mask_effect / 3, mask_effect
+
+
+def test_fused_and_from_torch_are_refused_for_the_other_runtime():
+    with pytest.raises(ValueError, match="fused=True is ONNX Runtime's"):
+        onnx_runtimes.make_runner("openvino", "float32", fused=True)
+    with pytest.raises(ValueError, match="'torch' with OpenVINO; got 'torch' for 'onnxruntime'"):
+        onnx_runtimes.make_runner("onnxruntime", "float32", source="torch")
 
 
 def test_unknown_runtime_or_precision_is_refused():
