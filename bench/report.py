@@ -163,8 +163,9 @@ def extension_lines(header: Dict[str, object]) -> List[str]:
     for e in header.get("extensions", []):
         code = e.get("code") or {}
         groups = ", ".join(e.get("only") or []) or "every group"
-        lines += [f"Extended by `{e['command']}` ({e['date']}, {e.get('minutes', 0):.0f} minutes): {e['reps']} more "
-                  f"repetition(s) of {groups} and the GEMM probe; commit {code.get('commit', 'not recorded')}"
+        what = (f"reran the missing repetition(s) {'; '.join(e['filled'])}" if e.get("filled")
+                else f"{e['reps']} more repetition(s) of {groups} and the GEMM probe")
+        lines += [f"Extended by `{e['command']}` ({e['date']}, {e.get('minutes', 0):.0f} minutes): {what}; commit {code.get('commit', 'not recorded')}"
                   + (" (DIRTY)" if code.get("dirty") else "") + f"; 1-minute load {e['load_start']:.2f} at the start, "
                   f"{e.get('load_max', e['load_start']):.2f} at most" + (f"; stopped: {e['stopped']}" if e.get("stopped")
                                                                           else "") + ".", ""]

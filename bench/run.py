@@ -231,6 +231,8 @@ def parse_args(argv: Optional[Sequence[str]]):
     parser.add_argument("--dry_run", action="store_true", help="list the plan and its expected time, then exit")
     parser.add_argument("--extend", default="", help="a saved run's .json: add --reps repetitions to it (of the "
                         "--only groups), rendered to its .md")
+    parser.add_argument("--fill", default="", help="with --extend: rerun the missing repetitions of the rows whose "
+                        "key contains one of these comma-separated texts (no new repetition)")
     parser.add_argument("--render_only", default="", help="render a saved run's .json to its .md (or --output)")
     args = parser.parse_args(argv)
     if args.reps is not None and args.reps < 1:
@@ -297,9 +299,43 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
+def _in_cache(measurements: List[Measurement], cache_dir: str) -> None:
+    """A saved run's `<cache_dir>` paths (`portable_json`) pointed at this machine's cache folder, its text files
+    made where missing (`text_files`, deterministic)."""
+    text_files(cache_dir)
+    folder = os.path.normpath(cache_dir)
+    for m in measurements:
+        m.kwargs = {k: v.replace("<cache_dir>", folder) if isinstance(v, str) else v for k, v in m.kwargs.items()}
+
+
+def _missing_reps(m: Measurement, reps: int) -> List[int]:
+    done = {int(r["rep"]) for r in m.runs}
+    return [rep for rep in range(reps) if rep not in done]
+
+
+def fill(measurements: List[Measurement], reps: int, keys: Sequence[str], timeout: float, python: str,
+         n_threads: Optional[int], after_each=None, log=print) -> List[str]:
+    """Reruns the missing repetitions (a failed or cut call) of the measurements whose key contains one of
+    `keys`; returns "key rep N" of each rerun (the run file lists them: the rerun ran later than its pairs)."""
+    out = []
+    for m in measurements:
+        if m.skip or not any(k in m.key for k in keys):
+            continue
+        for rep in _missing_reps(m, reps):
+            m.errors = [e for e in m.errors if not e.startswith(f"rep {rep + 1}:")]
+            run_one(m, timeout, python, rep, n_threads)
+            log(f"[fill rep {rep + 1}] {m.key}: {m.errors[-1] if _missing_reps(m, rep + 1) else 'ok'}")
+            out.append(f"{m.key} rep {rep + 1}")
+            if after_each is not None:
+                after_each()
+    return out
+
+
 def extend(args, argv: Optional[Sequence[str]]) -> int:
-    """--extend: more repetitions of a saved run (of the --only groups), on the machine it ran on."""
+    """--extend: more repetitions of a saved run (of the --only groups), on the machine it ran on; with --fill,
+    the missing repetitions of the rows whose key contains a --fill text instead."""
     measurements, header = load(args.extend)
+    _in_cache(measurements, args.cache_dir)
     cpu = common.cpu_description()
     if common.cpu_kind(cpu) != header.get("cpu_kind") or cpu.get("model") != header["cpu"].get("model"):
         raise SystemExit(f"--extend {args.extend}: it ran on a {header.get('cpu_kind')} CPU "
@@ -324,9 +360,14 @@ def extend(args, argv: Optional[Sequence[str]]) -> int:
                              args.cache_dir), args.extend)
 
     save()
-    record["stopped"] = run_all(chosen, reps, args.timeout, sys.executable, after_each=save, first_rep=done,
-                                budget_s=args.budget_minutes * 60 if args.budget_minutes else None,
-                                n_threads=args.threads)
+    if args.fill:
+        header["reps"] = done
+        record.update(reps=0, filled=fill(measurements, done, args.fill.split(","), args.timeout, sys.executable,
+                                          args.threads, after_each=save))
+    else:
+        record["stopped"] = run_all(chosen, reps, args.timeout, sys.executable, after_each=save, first_rep=done,
+                                    budget_s=args.budget_minutes * 60 if args.budget_minutes else None,
+                                    n_threads=args.threads)
     save()
     _write(report.render(measurements, header), output)
     print(f"wrote {output} and {args.extend}")

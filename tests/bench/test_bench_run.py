@@ -266,6 +266,7 @@ def test_extend_adds_repetitions_of_the_chosen_groups_to_a_saved_run(tmp_path, m
         m.runs.append(dict(per_s=2.0, peak_rss_mb=1000.0, rep=rep))
 
     monkeypatch.setattr(run, "run_one", fake_run_one)
+    monkeypatch.setattr(run, "text_files", lambda cache_dir: None)  # the text rows' files: made by bench.run
     cpu = common.cpu_description()
     path = tmp_path / "kind.json"
     path.write_text(run.portable_json({"header": dict(_header(reps=2), cpu=cpu, cpu_kind=common.cpu_kind(cpu)),
@@ -281,6 +282,18 @@ def test_extend_adds_repetitions_of_the_chosen_groups_to_a_saved_run(tmp_path, m
     ratio = stats.paired(measurements[0], measurements[1])  # three paired repetitions now: a verdict
     assert ratio.n == 3 and ratio.verdict == "level" and f"| {ratio.text()} | 3 |" in text
     assert f"| {measurements[2].key} | 2 of 3 |" in text  # the row left out says it lacks a repetition
+    # --fill reruns a missing repetition (here the infer row's third) of the rows named, with the saved run's
+    # <cache_dir> paths pointed at this machine's cache folder; nothing else runs and no repetition is added.
+    ran.clear()
+    measurements[2].kwargs["spm_path"] = "<cache_dir>/sp.model"
+    measurements[2].errors = ["rep 3: exit 1: cut"]
+    path.write_text(run.portable_json({"header": header, "measurements": [dict(vars(m)) for m in measurements]},
+                                      str(tmp_path)))
+    assert run.main(["--extend", str(path), "--fill", "infer:albert-tf", "--cache_dir", str(tmp_path / "c")]) == 0
+    measurements, header = run.load(str(path))
+    assert ran == [("albert-tf", 2)] and header["reps"] == 3 and [r["rep"] for r in measurements[2].runs] == [0, 1, 2]
+    assert measurements[2].errors == [] and header["extensions"][1]["filled"] == [f"{measurements[2].key} rep 3"]
+    assert "reran the missing repetition(s) infer:albert-tf" in (tmp_path / "kind.md").read_text()
     # Another machine's run is not extended.
     other = dict(_header(reps=2), cpu=dict(cpu, model="Other CPU"), cpu_kind=common.cpu_kind(cpu))
     path.write_text(run.portable_json({"header": other, "measurements": [dict(vars(m)) for m in rows]},
