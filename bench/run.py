@@ -324,7 +324,7 @@ def fill(measurements: List[Measurement], reps: int, keys: Sequence[str], timeou
         for rep in _missing_reps(m, reps):
             m.errors = [e for e in m.errors if not e.startswith(f"rep {rep + 1}:")]
             run_one(m, timeout, python, rep, n_threads)
-            log(f"[fill rep {rep + 1}] {m.key}: {m.errors[-1] if _missing_reps(m, rep + 1) else 'ok'}")
+            log(f"[fill rep {rep + 1}] {m.key}: {m.errors[-1] if rep in _missing_reps(m, rep + 1) else 'ok'}")
             out.append(f"{m.key} rep {rep + 1}")
             if after_each is not None:
                 after_each()
