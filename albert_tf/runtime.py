@@ -17,6 +17,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from albert_tf.cpu import BFLOAT16_KINDS, cpu_flags, cpu_kind, cpu_precision  # noqa: F401
+
 MIXED_PRECISION_CHOICES = ("auto", "float32", "bfloat16", "float16")
 STRATEGY_CHOICES = ("default", "mirrored", "multi_worker_mirrored", "tpu")
 _DTYPE_POLICIES = {
@@ -145,58 +147,8 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 
 
 def _cpu_flags() -> frozenset:
-    """The feature flags of the first CPU in /proc/cpuinfo (empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def cpu_kind(flags) -> str:
-    """The kind of CPU a set of /proc/cpuinfo flags names, by the instructions its matmuls can use.
-
-    "amx" (amx_bf16 and amx_tile: AMX bfloat16 tiles, Intel Sapphire Rapids and later), "avx512-bf16"
-    (avx512_bf16 without AMX: AMD Zen 4/5, Intel Cooper Lake), "avx512" (avx512f only), "avx2" (AVX2, no
-    AVX-512: AMD Zen 2/3, most laptops), "other". The benchmark keeps its run files under the same names
-    (`bench.systems.common.cpu_kind`).
-
-    Args:
-        flags: the flag names (any iterable of strings).
-
-    Example:
-
-    >>> cpu_kind("fpu avx2 fma".split()), cpu_kind(["avx512f", "avx512_bf16"]), cpu_kind(["amx_bf16", "amx_tile"])
-    ('avx2', 'avx512-bf16', 'amx')
-    """
-    flags = set(flags)
-    if {"amx_bf16", "amx_tile"} <= flags:
-        return "amx"
-    for flag, kind in (("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2")):
-        if flag in flags:
-            return kind
-    return "other"
-
-
-# The CPU kinds with bfloat16 arithmetic: "auto" picks bfloat16 there, float32 on every other kind.
-BFLOAT16_KINDS = ("amx", "avx512-bf16")
-
-
-def cpu_precision(flags) -> str:
-    """The precision "auto" means on a CPU with these flags (no GPU): bfloat16 on BFLOAT16_KINDS, else float32.
-
-    Args:
-        flags: the flag names (any iterable of strings).
-
-    Example:
-
-    >>> cpu_precision("fpu avx2 fma".split()), cpu_precision(["avx512f", "avx512_bf16"])
-    ('float32', 'bfloat16')
-    """
-    return "bfloat16" if cpu_kind(flags) in BFLOAT16_KINDS else "float32"
+    """This machine's CPU flags (`albert_tf.cpu.cpu_flags`; a seam the tests replace)."""
+    return cpu_flags()
 
 
 def _cpu_has_amx() -> bool:

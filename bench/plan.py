@@ -4,7 +4,7 @@ pairs of rows whose ratios a run reports.
 Plans (`plan`):
 
 - "default": what the claims rest on, sized so that 5 repetitions fit in about 70 minutes on a 2-core
-  AVX-512 BF16 CPU (`expected_seconds`, from the wall times of earlier runs). In the precision "auto" picks
+  AVX-512 BF16 CPU (`bench.estimate`, from the wall times of earlier runs). In the precision "auto" picks
   on the CPU's kind (`kind_precision`: bfloat16 on amx and avx512-bf16, float32 on avx2), ALBERT-base:
   training at batch 8 x 128, full-length inference at batch 32 against the serving peers at their best
   (torch.compile, OpenVINO's converter on the PyTorch model; in float32 ONNX Runtime plain and with its
@@ -19,6 +19,9 @@ Plans (`plan`):
   TensorFlow's CPU levers (XLA, oneDNN with TF_ENABLE_ONEDNN_OPTS=1, both) against today's default (neither),
   for training, fine-tuning, full-length encoder inference and the frozen SavedModel graph (`levers_plan`).
   What it decides on an AVX2-only CPU is in docs/benchmarks.md; its run file is <kind>-levers.md.
+- "serving": in the kind's precision, one request at a time (batch 1, length 128: every serving system's
+  p50/p90/p99 call time, `latency_plan`) and the sweep of batch 1, 8, 32 by length 64, 128, 512 for ours and
+  the peers that lead float serving (`sweep_plan`); its run file is <kind>-serving.md.
 
 Same work: every row of a table gets the same batches, precision, threads and (training) masked positions;
 each system runs at its best normal use within that (in-batch length sorting for every text path, OpenVINO's
@@ -36,8 +39,8 @@ from typing import Dict, List, Optional, Sequence
 
 from bench.systems import common
 
-PLANS = ("default", "full", "smoke", "levers")
-GROUPS = ("matmul", "train", "infer", "text", "finetune", "large")
+PLANS = ("default", "full", "smoke", "levers", "serving")
+GROUPS = ("matmul", "train", "infer", "latency", "sweep", "text", "finetune", "large")
 DEFAULT_REPS = 5
 OURS = "albert-tf"
 HF_COMPILED = "Hugging Face, torch.compile"
@@ -56,6 +59,9 @@ FINETUNE_BUCKETED = "albert-tf, albert-finetune's batches"
 # Rows sorted within each batch: the length buckets of our task model, the same for every peer.
 SORT_ROWS = 8
 TRAIN_STEPS = dict(warmup=2, steps=20)  # at least 20 timed steps for every training figure (issue 18)
+# One request at a time: enough calls for a p99 that is not the slowest call alone.
+LATENCY_STEPS = dict(warmup=5, steps=100)
+SWEEP_BATCHES, SWEEP_LENGTHS = (1, 8, 32), (64, 128, 512)
 TEXT_BATCH, TEXT_POOL = 32, 4096
 TEXT_STEPS = dict(warmup=2, steps=10)
 FINETUNE_STEPS = dict(warmup=2, steps=20)  # torch.compile compiles in the first warm-up step
@@ -147,7 +153,7 @@ def table(m: Measurement) -> str:
         if order == common.GROUPED:
             return GROUPED
         return SORTED if m.group == "text" and sorts_rows(m) else PADDED
-    if m.group in ("train", "infer"):
+    if m.group in ("train", "infer", "latency", "sweep"):
         return f"batch {m.kwargs['batch']}, length {m.kwargs['seq']}"
     return m.group
 
@@ -217,6 +223,8 @@ def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16") 
         raise ValueError(f"precision must be 'bfloat16' or 'float32', got {precision!r}.")
     if name == "levers":
         return levers_plan(spm_path, pool_file)
+    if name == "serving":
+        return latency_plan(precision, spm_path) + sweep_plan(precision, spm_path)
     full = name == "full"
     if full:
         precision = "bfloat16"
@@ -426,6 +434,42 @@ def lever(m: Measurement) -> str:
         (xla, onednn)]
 
 
+def latency_plan(precision: str, spm_path: str) -> List[Measurement]:
+    """One request at a time: every serving system of the inference table (ours as Keras, XLA in float32,
+    frozen graph and OpenVINO export; the peers, also at their best) answers one full-length sequence per
+    call, `LATENCY_STEPS` calls after a warm-up; the report takes p50/p90/p99 of each repetition's calls."""
+    rows = _infer_rows(precision, 1, LATENCY_STEPS, spm_path, with_ours_openvino=True)
+    rows += _best_peer_rows(precision, 1, LATENCY_STEPS)
+    if precision == "float32":
+        rows.append(Measurement("infer", INFER_XLA, "ours", "infer",
+                                dict(precision=precision, batch=1, seq=128, xla=True, **LATENCY_STEPS)))
+    return [dataclasses.replace(m, group="latency") for m in rows]
+
+
+def sweep_steps(batch: int, seq: int) -> int:
+    """Timed calls of a sweep row: about the tokens of 5 calls at batch 32 x 128 (3 to 50 calls).
+
+    >>> sweep_steps(1, 64), sweep_steps(32, 128), sweep_steps(32, 512)
+    (50, 5, 3)
+    """
+    return max(3, min(50, 5 * 32 * 128 // (batch * seq)))
+
+
+def sweep_plan(precision: str, spm_path: str) -> List[Measurement]:
+    """Batch 1, 8, 32 by length 64, 128, 512 (a table each): ours as Keras and as our OpenVINO export against
+    OpenVINO's converter on the PyTorch model and, in float32, ONNX Runtime with its transformer fusions."""
+    out = []
+    for batch in SWEEP_BATCHES:
+        for seq in SWEEP_LENGTHS:
+            kw = dict(precision=precision, batch=batch, seq=seq, warmup=2, steps=sweep_steps(batch, seq))
+            rows = [m for m in _infer_rows(precision, batch, {}, spm_path, with_ours_openvino=True)
+                    if m.system in (OURS, OURS_OPENVINO)]
+            rows += [m for m in _best_peer_rows(precision, batch, {})
+                     if m.system in (OPENVINO_FROM_TORCH, ONNXRUNTIME_FUSED)]
+            out += [dataclasses.replace(m, group="sweep", kwargs=dict(m.kwargs, **kw)) for m in rows]
+    return out
+
+
 def levers_plan(spm_path: str, pool_file: str, precision: str = "float32") -> List[Measurement]:
     """Ours with each lever and without (rows named "<system> (<lever>)"; `lever_pairs` gives their ratios):
     training (albert-pretrain's step: XLA and oneDNN), fine-tuning (`fit` on real text: oneDNN only, since its
@@ -475,52 +519,6 @@ def tiny(m: Measurement) -> Measurement:
             kw["preset"] = "tiny"
         else:
             kw["shape"] = "tiny"
-        if m.group in ("train", "infer"):
+        if m.group in ("train", "infer", "latency", "sweep"):
             kw.update(batch=min(int(kw["batch"]), 4), seq=min(int(kw["seq"]), 32))
     return dataclasses.replace(m, kwargs=kw, runs=[], errors=[])
-
-
-# -------------------------------------------------------------- estimate
-# Seconds of one measurement on a 2-core AVX-512 BF16 CPU in bfloat16 at the default steps, from the wall
-# times saved in earlier runs (process start, model build, warm-up and timed steps): (module, function) or
-# (module, function, variant) -> seconds.
-_SECONDS = {("matmul", "tensorflow_rates"): 12, ("matmul", "openvino_rates"): 8, ("matmul", "torch_rates"): 6,
-            ("ours", "train_step"): 55, ("ours", "train_fit"): 55, ("kerashub", "train_fit"): 60,
-            ("hf", "train"): 50, ("hf", "train", "compile"): 85,
-            ("ours", "infer"): 22, ("kerashub", "infer"): 23, ("hf", "infer"): 22, ("ours_openvino", "infer"): 20,
-            ("onnx_runtimes", "infer"): 16,
-            ("ours", "text"): 22, ("ours", "saved_model_text"): 38, ("ours_openvino", "text"): 18,
-            ("kerashub", "text"): 28, ("hf", "text"): 20, ("onnx_runtimes", "text"): 14,
-            ("finetune", "ours"): 55, ("finetune", "kerashub"): 60, ("finetune", "hf"): 48,
-            ("finetune", "hf", "compile"): 110,
-            ("large", "albert_large_v2"): 140, ("large", "bert_large"): 190}
-_DEFAULT_STEPS = {"train": 22, "infer": 7, "text": 12, "finetune": 22, "large": 22}
-TINY_SECONDS = 10
-
-
-def expected_seconds(m: Measurement) -> float:
-    """About how long one repetition of `m` takes on a 2-core AVX-512 BF16 CPU (the default plan's machine)."""
-    if m.skip:
-        return 0.0
-    if m.kwargs.get("shape") == "tiny" or m.kwargs.get("preset") == "tiny" or m.kwargs.get("tiny"):
-        return TINY_SECONDS
-    if m.group == "large":
-        base = _SECONDS[("large", m.system)]
-    else:
-        base = _SECONDS.get((m.module, m.function, "compile") if m.kwargs.get("compile") else (m.module, m.function),
-                            _SECONDS.get((m.module, m.function), 30))
-    if m.group == "matmul":
-        return base * (2 if m.kwargs.get("xla") else 1)
-    # Start-up is about 12 s; the rest grows with the steps, the batch, the length and float32's slower matmuls.
-    work = (int(m.kwargs["warmup"]) + int(m.kwargs["steps"])) / _DEFAULT_STEPS[m.group]
-    if m.group in ("train", "infer"):
-        work *= int(m.kwargs["batch"]) / (8 if m.group == "train" else 32) * (int(m.kwargs["seq"]) / 128) ** 1.2
-    if m.precision == "float32":
-        work *= 2.5
-    if m.group == "finetune" and m.kwargs.get("order") == common.RANDOM:
-        work *= 1.8  # random batches pad to their longest rows
-    return 12 + (base - 12) * work
-
-
-def expected_minutes(measurements: Sequence[Measurement], reps: int) -> float:
-    return reps * sum(expected_seconds(m) for m in measurements) / 60

@@ -16,93 +16,9 @@ from bench import peak as hardware
 from bench import plan as P
 from bench import stats
 from bench.plan import Measurement
+from bench.serving_report import latency_section, sweep_section
 from bench.systems import common, threads
-
-
-def _fmt(x: Optional[float], digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:.{digits}f}"
-
-
-def _title(name: str) -> str:
-    return name[0].upper() + name[1:]
-
-
-def _setting(m: Measurement) -> str:
-    parts = [m.precision]
-    if "xla" in m.kwargs:
-        parts.append("XLA" if m.kwargs["xla"] else "no XLA")
-    if m.kwargs.get("hint"):
-        parts.append(str(m.kwargs["hint"]))
-    if "TF_XLA_FLAGS" in m.env:
-        parts.append("XLA auto-clustering")
-    if "TF_ENABLE_ONEDNN_OPTS" in m.env:
-        parts.append("oneDNN " + ("on" if m.env["TF_ENABLE_ONEDNN_OPTS"] == "1" else "off"))
-    return ", ".join(parts)
-
-
-def _repetitions(m: Measurement, reps: int, field: str = "per_s") -> str:
-    """Every repetition's value in order ("-" where it did not run), or why there is none."""
-    values = m.values(field)
-    if not values:
-        return m.skip or "; ".join(m.errors) or "not run"
-    last = max(max(values) + 1, reps)
-    return ", ".join(f"{values[r]:.2f}" if r in values else "-" for r in range(last))
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
-    """A Markdown table.
-
-    >>> markdown_table(["a", "b"], [["1", "2"]])
-    ['| a | b |', '|---|---|', '| 1 | 2 |']
-    """
-    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            + ["| " + " | ".join(row) + " |" for row in rows])
-
-
-def ratio_table(rows: Sequence[Measurement], field: str = "per_s", what: str = "") -> List[str]:
-    """One line per (ours, peer) pair of `plan.pairs`: the paired ratio and its reading."""
-    levers = P.lever_pairs(rows)
-    pairs = [(a, b, stats.paired(a, b, field)) for a, b in P.pairs(rows) + levers]
-    pairs = [(a, b, r) for a, b, r in pairs if r.values]
-    if not pairs:
-        return []
-    lines = [f"Ratios{what}: ours / peer in each repetition, median (min-max); \"level\" when the range "
-             "includes 1.0." + (" For a lever: the row with it / the same system with none (\"ahead\": the lever "
-                                "gains)." if levers else ""),
-             "", "| ours | peer | ours / peer | repetitions | reading |", "|---|---|---|---|---|"]
-    for a, b, r in pairs:
-        reading = {"ahead": "ours ahead", "behind": "ours behind"}.get(r.verdict, r.verdict)
-        if P.unlike_work(a, b):
-            reading += f"; NOT the same work: {P.unlike_work(a, b)}"
-        lines.append(f"| {a.system} ({P.runtime(a)}, {_setting(a)}) | {b.system} ({P.runtime(b)}, {_setting(b)}) "
-                     f"| {r.text()} | {r.n} | {reading} |")
-    return lines + [""]
-
-
-def _percent(r: stats.Ratio) -> str:
-    return f"{100 * r.median:.0f}% ({100 * r.low:.0f}-{100 * r.high:.0f}%)" if r.values else "n/a"
-
-
-def throughput_table(rows: Sequence[Measurement], flops_fn, limits, unit: str, reps: int,
-                     peaks: Dict[str, hardware.Peak]) -> List[str]:
-    """Rows with MFU against the hardware peak and, beside it, the share of the GEMM probe."""
-    cells = []
-    for m in rows:
-        to_peak = stats.mfu(m, flops_fn, hardware.constant_limit(peaks[m.precision].gflops, m)
-                            if m.precision in peaks else {})
-        cells.append([m.system, P.runtime(m), _setting(m), str(m.kwargs["batch"]), str(m.kwargs["seq"]),
-                      _fmt(m.median()), _repetitions(m, reps), _percent(to_peak),
-                      _percent(stats.mfu(m, flops_fn, limits)), _fmt(m.maximum("peak_rss_mb"), 0)])
-    return markdown_table(["system", "runtime", "setting", "batch", "length", f"{unit} (median)", "per repetition",
-                           "MFU of hardware peak (median, min-max)", "share of GEMM probe (median, min-max)",
-                           "peak RSS MB"], cells) + [""]
-
-
-def _by_table(rows: Sequence[Measurement]) -> Dict[str, List[Measurement]]:
-    out: Dict[str, List[Measurement]] = {}
-    for m in rows:
-        out.setdefault(P.table(m), []).append(m)
-    return out
+from bench.tables import by_table, fmt, markdown_table, ratio_table, repetitions, setting, throughput_table, title
 
 
 # ------------------------------------------------------------------ header
@@ -240,7 +156,7 @@ def matmul_section(rows: Sequence[Measurement]) -> List[str]:
              "| framework (kernel) | precision | " + " | ".join(shapes) + " |", "|---|---|" + "---|" * len(shapes)]
     for (name, precision), row in rates.items():
         lines.append(f"| {name} | {precision} | " + " | ".join(
-            _fmt(statistics.median(row[s]), 0) if s in row else "n/a" for s in shapes) + " |")
+            fmt(statistics.median(row[s]), 0) if s in row else "n/a" for s in shapes) + " |")
     lines.append("")
     for precision, per_rep in sorted(stats.matmul_limits(rows).items()):
         lines.append(f"GEMM probe per repetition, {precision}: " + ", ".join(
@@ -261,8 +177,8 @@ def train_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str,
              f"that loss through `torch.compile`. {P.TRAIN_STEPS['steps']} timed steps after "
              f"{P.TRAIN_STEPS['warmup']} untimed ones; the median step.", ""]
     flops = hardware.row_flops(rows[0])
-    for name, part in _by_table(rows).items():
-        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
+    for name, part in by_table(rows).items():
+        lines += [f"### {title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
     return lines
 
@@ -275,8 +191,8 @@ def infer_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str,
              "INFERENCE_PRECISION_HINT and the PERFORMANCE_HINT shown; ONNX Runtime: default session options "
              "(threads set), float32 and int8 (dynamic quantization: no MFU).", ""]
     flops = hardware.row_flops(rows[0])
-    for name, part in _by_table(rows).items():
-        lines += [f"### {_title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
+    for name, part in by_table(rows).items():
+        lines += [f"### {title(name)}", ""] + throughput_table(part, flops, limits, "seq/s", reps, top)
         lines += ratio_table(part)
     return lines + check_lines(rows)
 
@@ -317,11 +233,11 @@ def text_section(rows: Sequence[Measurement], reps: int) -> List[str]:
              "real tokens only, attention at the batch's padded length).", ""]
     header = ["system", "runtime", "setting", "batches", "sentences/s (median)", "per repetition",
               "padded tokens/sentence", "real tokens/sentence", "one-request latency ms (median / p90)", "peak RSS MB"]
-    for name, part in _by_table(rows).items():
-        cells = [[m.system, P.runtime(m), _setting(m), handling(m), _fmt(m.median()), _repetitions(m, reps),
-                  _fmt(m.median("padded_tokens"), 1), _fmt(m.median("real_tokens"), 1), _latency(m),
-                  _fmt(m.maximum("peak_rss_mb"), 0)] for m in part]
-        lines += [f"### {_title(name)}", ""] + markdown_table(header, cells) + [""] + ratio_table(part)
+    for name, part in by_table(rows).items():
+        cells = [[m.system, P.runtime(m), setting(m), handling(m), fmt(m.median()), repetitions(m, reps),
+                  fmt(m.median("padded_tokens"), 1), fmt(m.median("real_tokens"), 1), _latency(m),
+                  fmt(m.maximum("peak_rss_mb"), 0)] for m in part]
+        lines += [f"### {title(name)}", ""] + markdown_table(header, cells) + [""] + ratio_table(part)
     return lines + packing_lines(rows) + check_lines(rows)
 
 
@@ -360,11 +276,11 @@ def finetune_section(rows: Sequence[Measurement], reps: int) -> List[str]:
              "CPU-second: over the CPU time of all the process's threads.", ""]
     header = ["system", "runtime", "batches", "examples/s (median)", "per repetition", "examples per CPU-s (median)",
               "padded tokens/example", "real tokens/example", "train GFLOP/example", "peak RSS MB"]
-    for name, part in _by_table(rows).items():
-        cells = [[m.system, P.runtime(m), handling(m), _fmt(m.median()), _repetitions(m, reps),
-                  _fmt(m.median("per_cpu_s")), _fmt(m.median("padded_tokens"), 1), _fmt(m.median("real_tokens"), 1),
-                  _fmt(m.median("gflop_per_example"), 1), _fmt(m.maximum("peak_rss_mb"), 0)] for m in part]
-        lines += [f"### {_title(name)}", ""] + markdown_table(header, cells) + [""]
+    for name, part in by_table(rows).items():
+        cells = [[m.system, P.runtime(m), handling(m), fmt(m.median()), repetitions(m, reps),
+                  fmt(m.median("per_cpu_s")), fmt(m.median("padded_tokens"), 1), fmt(m.median("real_tokens"), 1),
+                  fmt(m.median("gflop_per_example"), 1), fmt(m.maximum("peak_rss_mb"), 0)] for m in part]
+        lines += [f"### {title(name)}", ""] + markdown_table(header, cells) + [""]
         lines += ratio_table(part) + ratio_table(part, "per_cpu_s", " per CPU-second")
     return lines
 
@@ -382,10 +298,10 @@ def large_section(rows: Sequence[Measurement], reps: int) -> List[str]:
              "LAMB update s | peak RSS MB |", "|---|---|---|---|---|---|---|---|---|---|"]
     for m in rows:
         lines.append(f"| {m.system} | {m.precision} | {m.kwargs['batch']} | "
-                     f"{_fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
-                     f"{common.training_flops(hardware.row_shape(m), 128, 20) / 1e9:.0f} G | {_fmt(m.median())} | "
-                     f"{_repetitions(m, reps)} | {_fmt(m.median('step_s'))} | {_fmt(m.median('optimizer_s'))} | "
-                     f"{_fmt(m.maximum('peak_rss_mb'), 0)} |")
+                     f"{fmt((m.median('parameters') or 0) / 1e6, 1)} M | "
+                     f"{common.training_flops(hardware.row_shape(m), 128, 20) / 1e9:.0f} G | {fmt(m.median())} | "
+                     f"{repetitions(m, reps)} | {fmt(m.median('step_s'))} | {fmt(m.median('optimizer_s'))} | "
+                     f"{fmt(m.maximum('peak_rss_mb'), 0)} |")
     lines.append("")
     for precision in sorted({m.precision for m in rows}):
         by = {m.system: m for m in rows if m.precision == precision and m.runs}
@@ -455,7 +371,8 @@ def not_measured_lines(measurements: Sequence[Measurement], reps: int, stopped: 
 
 
 def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> str:
-    """The run file: header, then matmul, training, inference, raw text, fine-tuning, large, not measured."""
+    """The run file: header, then matmul, training, inference, one-request latency, the serving sweep, raw
+    text, fine-tuning, large, not measured."""
     reps = int(header["reps"])
     limits = stats.matmul_limits(measurements)
     group = lambda name: [m for m in measurements if m.group == name]  # noqa: E731
@@ -463,6 +380,8 @@ def render(measurements: Sequence[Measurement], header: Dict[str, object]) -> st
     lines += matmul_section(group("matmul"))
     lines += train_section(group("train"), limits, reps, hardware.peaks(header))
     lines += infer_section(group("infer"), limits, reps, hardware.peaks(header))
+    lines += latency_section(group("latency"), reps)
+    lines += sweep_section(group("sweep"), limits, reps, hardware.peaks(header))
     lines += text_section(group("text"), reps)
     lines += finetune_section(group("finetune"), reps)
     lines += large_section(group("large"), reps)

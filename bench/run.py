@@ -39,6 +39,7 @@ import time
 from importlib import metadata
 from typing import Dict, List, Optional, Sequence
 
+from bench import estimate
 from bench import plan as P
 from bench import report
 from bench.plan import Measurement
@@ -201,10 +202,10 @@ def text_files(cache_dir: str):
 
 
 def default_output(plan_name: str, only: str, cache_dir: str, kind: str) -> str:
-    """bench/results/<kind>.md for a whole default or full plan (<kind>-levers.md for the levers plan); the
-    cache folder for smoke or --only runs."""
-    if plan_name == "levers" and not only:
-        return os.path.join(RESULTS_DIR, f"{kind}-levers.md")
+    """bench/results/<kind>.md for a whole default or full plan (<kind>-<plan>.md for the levers and serving
+    plans); the cache folder for smoke or --only runs."""
+    if plan_name in ("levers", "serving") and not only:
+        return os.path.join(RESULTS_DIR, f"{kind}-{plan_name}.md")
     if plan_name == "smoke" or only:
         return os.path.join(cache_dir, f"{kind}-{plan_name}{'-' + only.replace(',', '-') if only else ''}.md")
     return os.path.join(RESULTS_DIR, f"{kind}.md")
@@ -226,7 +227,7 @@ def parse_args(argv: Optional[Sequence[str]]):
     parser.add_argument("--output", default="", help="the run file (.md; the .json beside it); default: "
                         "bench/results/<cpu-kind>.md for a whole default or full plan")
     parser.add_argument("--precision", choices=("kind", "bfloat16", "float32"), default="kind",
-                        help="the default and smoke plans' precision; kind: bfloat16 on amx and avx512-bf16, "
+                        help="the default, smoke and serving plans' precision; kind: bfloat16 on amx and avx512-bf16, "
                         "float32 elsewhere (bench.plan.kind_precision)")
     parser.add_argument("--dry_run", action="store_true", help="list the plan and its expected time, then exit")
     parser.add_argument("--extend", default="", help="a saved run's .json: add --reps repetitions to it (of the "
@@ -264,12 +265,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     precision = P.kind_precision(common.cpu_kind(cpu)) if args.precision == "kind" else args.precision
     measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision)
                     if not groups or m.group in groups]
-    expected = P.expected_minutes(measurements, reps)
+    expected = estimate.expected_minutes(measurements, reps)
     print(f"Plan {args.plan}: {len(measurements)} measurements x {reps} repetitions, about {expected:.0f} minutes "
-          "on a 2-core AVX-512 BF16 CPU (bench.plan.expected_seconds, from earlier runs' wall times).", flush=True)
+          "on a 2-core AVX-512 BF16 CPU (bench.estimate, from earlier runs' wall times).", flush=True)
     if args.dry_run:
         for m in measurements:
-            print(f"{P.expected_seconds(m):5.0f} s  {m.key}" + (f"  (skipped: {m.skip})" if m.skip else ""))
+            print(f"{estimate.expected_seconds(m):5.0f} s  {m.key}" + (f"  (skipped: {m.skip})" if m.skip else ""))
         return 0
     output = args.output or default_output(args.plan, args.only, args.cache_dir, common.cpu_kind(cpu))
     run_json = os.path.splitext(output)[0] + ".json"
@@ -277,7 +278,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     header = dict(command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plan=args.plan,
                   reps=reps, threads=args.threads, cpu=cpu, cpu_kind=common.cpu_kind(cpu), versions=versions(),
-                  precision=precision if args.plan in ("default", "smoke") else "",
+                  precision=precision if args.plan in ("default", "smoke", "serving") else "",
                   code=code_version(), environment={k: os.environ[k] for k in ENVIRONMENT if k in os.environ},
                   expected_minutes=expected, load_start=loads[0], stopped="")
 

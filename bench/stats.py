@@ -126,3 +126,22 @@ def mfu(m: Measurement, flops_per_item: Callable[[Measurement], float],
     limit = limits.get(m.precision, {})
     return Ratio([rate * flops_per_item(m) / 1e9 / limit[rep]
                   for rep, rate in sorted(m.values().items()) if limit.get(rep)])
+
+
+def call_percentile_ms(m: Measurement, q: float) -> Dict[int, float]:
+    """{repetition: the q-th percentile of its timed calls, in ms} (linear interpolation between calls), for
+    the runs that saved every call ("samples_s").
+
+    >>> m = Measurement("latency", "x", "ours", "infer", {}, runs=[{"rep": 0, "samples_s": [0.01, 0.02, 0.03]}])
+    >>> call_percentile_ms(m, 50), call_percentile_ms(m, 100)
+    ({0: 20.0}, {0: 30.0})
+    """
+    out = {}
+    for i, run in enumerate(m.runs):
+        samples = sorted(float(t) for t in run.get("samples_s") or ())
+        if samples:
+            position = (len(samples) - 1) * q / 100
+            low = int(position)
+            high = min(low + 1, len(samples) - 1)
+            out[int(run.get("rep", i))] = 1000 * (samples[low] + (samples[high] - samples[low]) * (position - low))
+    return out

@@ -35,11 +35,11 @@ def blank_examples(sp, eval_file: str, seed: int, limit: int, max_seq_length: in
     """Up to `limit` held-out sentences as (pieces, index of one masked whole word), seeded."""
     import numpy as np
 
+    from pipelines.fileio import read_text
     from pipelines.tokenizer import preprocess_text_py
 
     rng = np.random.default_rng(seed)
-    with open(eval_file, encoding="utf-8") as f:
-        sentences = [s.strip() for s in f if 40 <= len(s.strip()) <= 160]
+    sentences = [s.strip() for s in read_text(eval_file).splitlines() if 40 <= len(s.strip()) <= 160]
     rng.shuffle(sentences)
     examples = []
     for sentence in sentences:

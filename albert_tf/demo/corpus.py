@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 import collections
-import glob
 import hashlib
 import os
 from typing import Tuple
@@ -41,13 +40,16 @@ def split_user_corpus(patterns: str, corpus_dir: str, seed: int) -> dict:
     Raises:
         ValueError: no file matches, or too few documents to hold some out.
     """
-    files = sorted({f for p in patterns.split(",") for f in glob.glob(p.strip())})
+    import tensorflow as tf
+
+    # The user's files may be on gs:// or hdfs://: tf.io.gfile reads every file system TensorFlow knows.
+    files = sorted({f for p in patterns.split(",") for f in tf.io.gfile.glob(p.strip())})
     if not files:
         raise ValueError(f"--input_file={patterns!r} matches no file.")
-    os.makedirs(corpus_dir, exist_ok=True)
+    tf.io.gfile.makedirs(corpus_dir)
     paths = {"train": os.path.join(corpus_dir, "train.txt"), "eval": os.path.join(corpus_dir, "eval.txt")}
     counts = collections.Counter()
-    handles = {k: open(v + ".tmp", "w", encoding="utf-8") for k, v in paths.items()}
+    handles = {k: tf.io.gfile.GFile(v + ".tmp", "w") for k, v in paths.items()}
     try:
         document = []
 
@@ -61,9 +63,9 @@ def split_user_corpus(patterns: str, corpus_dir: str, seed: int) -> dict:
                 document.clear()
 
         for path in files:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    line = line.strip()
+            with tf.io.gfile.GFile(path, "rb") as f:
+                for raw in f:
+                    line = raw.decode("utf-8", errors="replace").strip()
                     if line:
                         document.append(line)
                     else:
@@ -78,18 +80,20 @@ def split_user_corpus(patterns: str, corpus_dir: str, seed: int) -> dict:
             "documents to hold some out (at least ~40)."
         )
     for k, v in paths.items():
-        os.replace(v + ".tmp", v)
+        tf.io.gfile.rename(v + ".tmp", v, overwrite=True)
     return {"train_file": paths["train"], "eval_file": paths["eval"], **counts}
 
 
 def corpus_stage(settings: DemoSettings, console: Console) -> Tuple[str, str]:
     """Stage 1: writes (or finds) the corpus; returns (train.txt, eval.txt)."""
+    import tensorflow as tf
+
     from pipelines.stdlib_corpus import write_stdlib_corpus
 
     console.stage(1, "corpus", "documents to learn from, some held out for evaluation")
     corpus_dir = os.path.join(settings.output_dir, "corpus")
     train_txt, eval_txt = os.path.join(corpus_dir, "train.txt"), os.path.join(corpus_dir, "eval.txt")
-    if os.path.exists(train_txt) and os.path.exists(eval_txt):
+    if tf.io.gfile.exists(train_txt) and tf.io.gfile.exists(eval_txt):
         console.say("Corpus already in %s.", corpus_dir)
         return train_txt, eval_txt
     if settings.input_file:

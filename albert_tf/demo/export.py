@@ -14,9 +14,12 @@ FILL_MASK_REQUESTS = ("Return the [MASK] of the file.", "Raise an [MASK] if the 
 
 def export_once(console: Console, model, export_base: str, **kwargs) -> str:
     """The existing version folder under export_base, or a new export (version 1)."""
+    import tensorflow as tf
+
     from albert_tf.export import export_saved_model
 
-    versions = sorted(int(n) for n in os.listdir(export_base) if n.isdigit()) if os.path.isdir(export_base) else []
+    versions = (sorted(int(n.rstrip("/")) for n in tf.io.gfile.listdir(export_base) if n.rstrip("/").isdigit())
+                if tf.io.gfile.isdir(export_base) else [])
     if versions:
         console.say("Export already at %s.", os.path.join(export_base, str(versions[-1])))
         return os.path.join(export_base, str(versions[-1]))
@@ -26,9 +29,11 @@ def export_once(console: Console, model, export_base: str, **kwargs) -> str:
 def _one_passage_per_topic(task_dir: str, limit: int = 4):
     """(texts, their topics): the first dev passage of each of the first `limit` topics."""
     import csv
+    import io
 
-    with open(os.path.join(task_dir, "dev.csv"), encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    from pipelines.fileio import read_text
+
+    rows = list(csv.DictReader(io.StringIO(read_text(os.path.join(task_dir, "dev.csv")), newline="")))
     by_label = {}
     for row in rows:
         by_label.setdefault(row["label"], row["text"])

@@ -47,37 +47,43 @@ def forget_stale_finetuning(out: str, pretrain_step: int) -> bool:
     >>> forget_stale_finetuning(d, 10), forget_stale_finetuning(d, 10), forget_stale_finetuning(d, 30)
     (False, False, True)
     """
-    import shutil
+    import tensorflow as tf
+
+    from pipelines.fileio import atomic_write, read_text
 
     marker = os.path.join(out, "finetune", "pretrain_step.txt")
     stale = False
-    if os.path.exists(marker):
-        with open(marker, encoding="utf-8") as f:
-            previous = int(f.read().strip() or -1)
+    if tf.io.gfile.exists(marker):
+        previous = int(read_text(marker).strip() or -1)
         if previous != pretrain_step:
             logging.info("The pretrained model changed (step %d -> %d): fine-tuning and export again.",
                          previous, pretrain_step)
             for path in (os.path.join(out, "finetune"), os.path.join(out, "export")):
-                shutil.rmtree(path, ignore_errors=True)
+                if tf.io.gfile.exists(path):
+                    tf.io.gfile.rmtree(path)
             stale = True
-    os.makedirs(os.path.dirname(marker), exist_ok=True)
-    with open(marker, "w", encoding="utf-8") as f:
+    tf.io.gfile.makedirs(os.path.dirname(marker))
+    with atomic_write(marker) as f:
         f.write(f"{pretrain_step}\n")
     return stale
 
 
 def _read_task_split(task_dir: str, split: str) -> Tuple[List[str], List[str]]:
     import csv
+    import io
 
-    with open(os.path.join(task_dir, f"{split}.csv"), encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
+    from pipelines.fileio import read_text
+
+    rows = list(csv.DictReader(io.StringIO(read_text(os.path.join(task_dir, f"{split}.csv")), newline="")))
     return [r["text"] for r in rows], [r["label"] for r in rows]
 
 
 def _write_task(settings: DemoSettings, console: Console, task_dir: str) -> None:
+    import tensorflow as tf
+
     from pipelines.stdlib_tasks import write_stdlib_topic_task
 
-    if os.path.exists(os.path.join(task_dir, "dev.csv")):
+    if tf.io.gfile.exists(os.path.join(task_dir, "dev.csv")):
         console.say("Fine-tuning task already in %s.", task_dir)
         return
     summary = write_stdlib_topic_task(task_dir, max_train_examples=settings.finetune_train_examples,

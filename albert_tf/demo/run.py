@@ -8,7 +8,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Optional
 
@@ -40,8 +39,14 @@ def run_demo(settings: DemoSettings, console: Optional[Console] = None) -> bool:
     """
     console = console or Console()
     start = time.time()
+    from pipelines.fileio import is_url, makedirs
+
     out = settings.output_dir
-    os.makedirs(out, exist_ok=True)
+    if is_url(out):
+        # SentencePiece's trainer (stage 2) writes local files only; the corpus (--input_file) may be a URL.
+        raise ValueError(f"--output_dir={out!r}: the demo needs a local folder (its SentencePiece model is "
+                         "trained into it); copy the folder to your bucket afterwards.")
+    makedirs(out)
 
     train_txt, eval_txt = corpus_stage(settings, console)
     spm_model, vocab_size = vocabulary_stage(settings, console, train_txt)

@@ -13,15 +13,17 @@ from albert_tf.demo.settings import DemoSettings
 
 def vocabulary_stage(settings: DemoSettings, console: Console, train_txt: str) -> Tuple[str, int]:
     """Stage 2: trains (or finds) the SentencePiece model; returns (its path, its vocabulary size)."""
+    import tensorflow as tf
+
     import pipelines
 
     console.stage(2, "vocabulary", "a SentencePiece model of at most %d pieces" % settings.vocab_size)
     spm_prefix = os.path.join(settings.output_dir, "vocab", "spm")
     spm_model = spm_prefix + ".model"
-    if os.path.exists(spm_model):
+    if tf.io.gfile.exists(spm_model):
         console.say("Vocabulary already at %s.", spm_model)
     else:
-        os.makedirs(os.path.dirname(spm_prefix), exist_ok=True)
+        tf.io.gfile.makedirs(os.path.dirname(spm_prefix))
         pipelines.train_sentencepiece(
             [train_txt],
             spm_prefix + ".tmp",
@@ -30,7 +32,7 @@ def vocabulary_stage(settings: DemoSettings, console: Console, train_txt: str) -
             extra_options={"hard_vocab_limit": False},
         )
         for ext in (".vocab", ".model"):  # the .model last: its presence marks completion
-            os.replace(spm_prefix + ".tmp" + ext, spm_prefix + ext)
+            tf.io.gfile.rename(spm_prefix + ".tmp" + ext, spm_prefix + ext, overwrite=True)
     vocab_size = pipelines.SentencePieceVocab.from_file(spm_model).vocab_size
     console.say("%d pieces (%s).", vocab_size, format_minutes(console.elapsed()))
     return spm_model, vocab_size

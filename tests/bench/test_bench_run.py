@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from bench import estimate
 from bench import plan as P
 from bench import report, run, stats
 from bench.systems import common, threads
@@ -87,8 +88,8 @@ def test_cpu_kind_from_the_flags():
 def test_plans_have_unique_keys_and_bind_to_their_systems_functions(name):
     rows = P.plan(name, "sp.model", "pool.json")
     assert len({m.key for m in rows}) == len(rows)
-    assert {m.group for m in rows} >= ({"matmul", "train", "infer", "finetune"} | ({"text"} if name != "levers"
-                                                                                    else set()))
+    expected = {"levers": {"matmul", "train", "infer", "finetune"}, "serving": {"latency", "sweep"}}
+    assert {m.group for m in rows} >= expected.get(name, {"matmul", "train", "infer", "text", "finetune"})
     import importlib
     import inspect
 
@@ -180,8 +181,8 @@ def test_default_plan_fits_65_to_75_minutes_at_five_repetitions():
     import dataclasses
 
     rows = [dataclasses.replace(m, skip="") for m in P.plan("default", "s", "p")]  # as with every peer installed
-    assert 60 <= P.expected_minutes(rows, P.DEFAULT_REPS) <= 75
-    assert P.expected_minutes(rows, 1) < P.expected_minutes(rows, 5)
+    assert 60 <= estimate.expected_minutes(rows, P.DEFAULT_REPS) <= 75
+    assert estimate.expected_minutes(rows, 1) < estimate.expected_minutes(rows, 5)
 
 
 def test_pairs_only_within_a_table_precision_and_xla_setting():
@@ -332,6 +333,8 @@ def test_a_levers_run_file_shows_what_each_lever_gains():
 
 def test_default_output_is_the_cpu_kinds_run_file_only_for_a_whole_plan(tmp_path):
     assert run.default_output("levers", "", str(tmp_path), "avx2") == os.path.join(run.RESULTS_DIR, "avx2-levers.md")
+    assert run.default_output("serving", "", str(tmp_path), "avx2") == os.path.join(run.RESULTS_DIR,
+                                                                                 "avx2-serving.md")
     assert run.default_output("default", "", str(tmp_path), "amx") == os.path.join(run.RESULTS_DIR, "amx.md")
     assert run.default_output("full", "", str(tmp_path), "avx512-bf16").endswith("results/avx512-bf16.md")
     assert run.default_output("smoke", "", str(tmp_path), "amx").startswith(str(tmp_path))
