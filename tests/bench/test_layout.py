@@ -11,8 +11,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BENCH = os.path.join(ROOT, "bench")
 # The suite (bench.run and what it is made of: the hardware peak, the quotes of its figures) and the conversion
 # check the tests import.
-TOP_LEVEL = {"__init__.py", "run.py", "plan.py", "stats.py", "report.py", "worker.py", "hf_equivalence.py", "peak.py",
-             "quotes.py"}
+TOP_LEVEL = {"__init__.py", "run.py", "plan.py", "estimate.py", "stats.py", "report.py", "tables.py",
+             "serving_report.py", "worker.py", "hf_equivalence.py", "peak.py", "quotes.py"}
 
 
 def bench_modules() -> Dict[str, str]:
