@@ -106,13 +106,16 @@ def with_label(model, label_names: Sequence[str]):
 
 def saved_label_names(saved_dir: str) -> Optional[list]:
     """The label names the SavedModel export wrote (assets/label_names.txt), or None (no such asset)."""
+    import tensorflow as tf
+
     from albert_tf.export.assets import LABELS_ASSET
+    from pipelines.fileio import read_text
 
     path = os.path.join(saved_dir, "assets", LABELS_ASSET)
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         return None
-    with open(path, encoding="utf-8") as f:
-        return [line[:-1] for line in f]
+    text = read_text(path)  # one name per line, each ending in "\n" (names may hold other line breaks)
+    return text[:-1].split("\n") if text else []
 
 
 def copy_assets(saved_dir: str, ir_dir: str, *, text_input: bool, pack_tokens: bool) -> None:
@@ -125,16 +128,18 @@ def copy_assets(saved_dir: str, ir_dir: str, *, text_input: bool, pack_tokens: b
         text_input: the IR takes `text` (its tokenizer does not cut long texts first: no chars_per_piece).
         pack_tokens: the IR's dense layers run on the real tokens only.
     """
+    import tensorflow as tf
+
     from albert_tf.export.assets import PREPROCESSING_ASSET
+    from pipelines.fileio import read_json
 
     assets = os.path.join(ir_dir, "assets")
     shutil.copytree(os.path.join(saved_dir, "assets"), assets)
     path = os.path.join(assets, PREPROCESSING_ASSET)
-    with open(path, encoding="utf-8") as f:
-        settings = json.load(f)
+    settings = read_json(path)
     settings.update(format="openvino", text_input=bool(text_input), pack_tokens=bool(pack_tokens),
                     differences="albert_tf.export.openvino.TEXT_DIFFERENCES")
     if text_input:
         settings.pop("chars_per_piece", None)
-    with open(path, "w", encoding="utf-8") as f:
+    with tf.io.gfile.GFile(path, "w") as f:
         f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")

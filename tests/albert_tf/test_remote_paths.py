@@ -54,10 +54,7 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
     ("albert_tf/export/openvino.py", "publish_folder", "os.walk"): "the local temporary IR folder",
     ("albert_tf/export/openvino.py", "_hf_tokenizer", "open"): "a temporary folder for transformers",
     ("albert_tf/export/openvino.py", "_hf_tokenizer", "shutil.rmtree"): "the same temporary folder",
-    ("albert_tf/export/openvino_graph.py", "saved_label_names", "os.path.exists"): "the temporary SavedModel",
-    ("albert_tf/export/openvino_graph.py", "saved_label_names", "open"): "the temporary SavedModel",
     ("albert_tf/export/openvino_graph.py", "copy_assets", "shutil.copytree"): "temporary SavedModel to IR",
-    ("albert_tf/export/openvino_graph.py", "copy_assets", "open"): "the temporary IR folder",
     # Local by nature or by a library that reads local files only.
     ("pipelines/shard_check.py", "_open", "open"): "local branch ('://' checked): short reads at the end",
     ("albert_tf/bin/plan.py", "read_local_config", "open"): "local branch ('://' checked in _config): the planner "
