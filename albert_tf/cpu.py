@@ -1,14 +1,15 @@
 """The CPU's kind and what it decides before TensorFlow starts.
 
 TensorFlow reads TF_ENABLE_ONEDNN_OPTS once, when it is imported, and turns oneDNN on by default only on CPUs
-with AVX-512 VNNI/BF16 or AMX; `tensorflow_defaults` says what the binaries set, per kind, before that import
-(`albert_tf.bin.common`). No TensorFlow here: the binaries call it first.
+with AVX-512 VNNI/BF16 or AMX; `TENSORFLOW_DEFAULTS` says what the binaries set, per kind, before that import
+(`apply_tensorflow_defaults`, called by `albert_tf.bin.common`). No TensorFlow here: the binaries call it first.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Dict, MutableMapping, Optional
+
 
 def cpu_flags() -> frozenset:
     """The feature flags of the first CPU in /proc/cpuinfo (empty elsewhere)."""
@@ -63,3 +64,38 @@ def cpu_precision(flags) -> str:
     ('float32', 'bfloat16')
     """
     return "bfloat16" if cpu_kind(flags) in BFLOAT16_KINDS else "float32"
+
+
+# The variables the binaries set before TensorFlow starts, per CPU kind: a lever's setting becomes a kind's
+# default only when two levers runs of that kind read "ahead" for it (docs/benchmarks.md). oneDNN on AVX2:
+# bench/results/avx2-levers.md and avx2-levers-2.md.
+TENSORFLOW_DEFAULTS: Dict[str, Dict[str, str]] = {"avx2": {"TF_ENABLE_ONEDNN_OPTS": "1"}}
+
+
+def apply_tensorflow_defaults(environ: Optional[MutableMapping[str, str]] = None,
+                              kind: Optional[str] = None) -> Dict[str, str]:
+    """Sets the CPU kind's TensorFlow variables (`TENSORFLOW_DEFAULTS`) that are not set yet.
+
+    TensorFlow reads them once, when it is imported, so the binaries call this first. A variable the user
+    set, to any value, is left as it is (TF_ENABLE_ONEDNN_OPTS=0 turns oneDNN off again).
+
+    Args:
+        environ: the environment to change (default: os.environ).
+        kind: the CPU kind (default: this machine's, `cpu_kind(cpu_flags())`).
+
+    Returns:
+        The variables set, {} when none.
+
+    Example:
+
+    >>> env = {}
+    >>> apply_tensorflow_defaults(env, "avx2"), env
+    ({'TF_ENABLE_ONEDNN_OPTS': '1'}, {'TF_ENABLE_ONEDNN_OPTS': '1'})
+    >>> apply_tensorflow_defaults({"TF_ENABLE_ONEDNN_OPTS": "0"}, "avx2"), apply_tensorflow_defaults({}, "amx")
+    ({}, {})
+    """
+    environ = os.environ if environ is None else environ
+    kind = cpu_kind(cpu_flags()) if kind is None else kind
+    chosen = {k: v for k, v in TENSORFLOW_DEFAULTS.get(kind, {}).items() if k not in environ}
+    environ.update(chosen)
+    return chosen

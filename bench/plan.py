@@ -37,6 +37,7 @@ import json
 import statistics
 from typing import Dict, List, Optional, Sequence
 
+from albert_tf.cpu import TENSORFLOW_DEFAULTS
 from bench.systems import common
 
 PLANS = ("default", "full", "smoke", "levers", "serving")
@@ -210,13 +211,16 @@ def kind_precision(kind: str) -> str:
     return "bfloat16" if kind in ("amx", "avx512-bf16") else "float32"
 
 
-def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16") -> List[Measurement]:
+def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16",
+         kind: str = "") -> List[Measurement]:
     """The measurements of plan `name` (PLANS), in the order each repetition runs them: the matmul limit,
     then one table at a time, ours beside its peers (a pair runs minutes apart, under the same load).
 
     precision: the default and smoke plans' precision (`kind_precision` of the CPU). In float32 the default
     plan also has ONNX Runtime (plain and with its transformer fusions) and ours with XLA (training and
-    inference), the levers and the peer that lead on a CPU without bfloat16 arithmetic."""
+    inference), the levers and the peer that lead on a CPU without bfloat16 arithmetic.
+    kind: the CPU kind; every plan but "levers" runs the TensorFlow rows with its settings
+    (`with_tensorflow_defaults`)."""
     if name not in PLANS:
         raise ValueError(f"plan must be one of {PLANS}, got {name!r}.")
     if precision not in ("bfloat16", "float32"):
@@ -224,14 +228,31 @@ def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16") 
     if name == "levers":
         return levers_plan(spm_path, pool_file)
     if name == "serving":
-        return latency_plan(precision, spm_path) + sweep_plan(precision, spm_path)
+        return with_tensorflow_defaults(latency_plan(precision, spm_path) + sweep_plan(precision, spm_path), kind)
     full = name == "full"
     if full:
         precision = "bfloat16"
     out = (matmul_plan(full, precision) + train_plan(full, precision) + infer_plan(full, spm_path, precision)
            + text_plan(full, spm_path, pool_file, precision))
     out += finetune_plan(full, spm_path, pool_file, precision) + (large_plan() if full else [])
+    out = with_tensorflow_defaults(out, kind)
     return [tiny(m) for m in out] if name == "smoke" else out
+
+
+def with_tensorflow_defaults(rows: List[Measurement], kind: str) -> List[Measurement]:
+    """The rows, each TensorFlow one (ours, keras-hub, the GEMM probe) with the variables albert-tf's binaries
+    set on this CPU kind (`albert_tf.cpu.TENSORFLOW_DEFAULTS`: oneDNN on avx2) where the row sets none itself:
+    ours runs as its users run it, and keras-hub, on the same TensorFlow, gets the same lever (its best).
+
+    >>> rows = with_tensorflow_defaults(train_plan(False, "float32"), "avx2")
+    >>> sorted({(runtime(m), m.env.get("TF_ENABLE_ONEDNN_OPTS", "-")) for m in rows})
+    [('tensorflow', '1'), ('torch', '-'), ('torch.compile', '-')]
+    >>> {m.env.get("TF_ENABLE_ONEDNN_OPTS") for m in with_tensorflow_defaults(train_plan(False), "amx")}
+    {None}
+    """
+    defaults = TENSORFLOW_DEFAULTS.get(kind, {})
+    return [dataclasses.replace(m, env={**defaults, **m.env}) if runtime(m) == "tensorflow" and defaults else m
+            for m in rows]
 
 
 def matmul_plan(full: bool, headline: str = "bfloat16") -> List[Measurement]:

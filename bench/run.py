@@ -263,7 +263,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         groups.add("matmul")  # the GEMM probe in every rerun: a control of the machine's state, and its MFU
     cpu = common.cpu_description()
     precision = P.kind_precision(common.cpu_kind(cpu)) if args.precision == "kind" else args.precision
-    measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision)
+    measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision, common.cpu_kind(cpu))
                     if not groups or m.group in groups]
     expected = estimate.expected_minutes(measurements, reps)
     print(f"Plan {args.plan}: {len(measurements)} measurements x {reps} repetitions, about {expected:.0f} minutes "

@@ -128,8 +128,8 @@ NOT_RUN = {
     "--spark_master_url=spark://HOST:7077 --environment_type=DOCKER": "a Spark cluster; see the DirectRunner tests",
     "python -m bench.run": "the benchmark suite itself (about 70 minutes); its plans, statistics and tables are "
                            "tested in tests/bench/",
-    "python -m bench.run --plan levers --reps 3 --output bench/results/avx2-levers-2.md":
-        "the second levers run on a quiet AVX2 machine (about 75 minutes); the plan, its lever pairs and their "
+    "python -m bench.run --plan levers --reps 3 --output bench/results/avx2-levers-3.md":
+        "another levers run on a quiet AVX2 machine (about 75 minutes); the plan, its lever pairs and their "
         "tables are tested in tests/bench/test_bench_run.py::test_levers_plan_pulls_each_lever_against_the_"
         "default_in_float32",
     "bash bench/studies/device_check.sh device_check_output": "a machine with NVIDIA GPUs; its CPU fallback's run "

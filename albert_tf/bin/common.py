@@ -115,13 +115,20 @@ def filter_startup_log(text: str, have_nvidia_driver: bool) -> str:
 
 
 def _start_tensorflow_quietly() -> None:
-    """Imports TensorFlow and lists its devices with stderr captured and filtered.
+    """Sets the CPU kind's TensorFlow defaults (`albert_tf.cpu`), then imports TensorFlow and lists its
+    devices with stderr captured and filtered.
 
     TensorFlow prints its start-up notices from C++ before it reads
     TF_CPP_MIN_LOG_LEVEL, and the cuInit error when it first looks for GPUs
     (listing devices does not fix the runtime's device setup, so a binary can
     still configure logical devices afterwards).
     """
+    if "tensorflow" not in sys.modules:  # TensorFlow reads these once, at import
+        from albert_tf.cpu import apply_tensorflow_defaults
+
+        for name, value in apply_tensorflow_defaults().items():
+            logging.info("%s=%s: this CPU kind's default (docs/benchmarks.md); set %s yourself to choose.",
+                         name, value, name)
     have_nvidia_driver = os.path.exists("/proc/driver/nvidia")
     gpus = []
     sys.stderr.flush()

@@ -320,6 +320,26 @@ def test_levers_plan_pulls_each_lever_against_the_default_in_float32():
     assert P.pairs(rows) == []  # no peer: the ratios are the levers'
 
 
+@pytest.mark.parametrize("name", ["default", "full", "smoke", "serving", "levers"])
+def test_tensorflow_rows_run_with_the_cpu_kinds_settings_and_other_runtimes_without(name):
+    """What albert-tf's binaries set before TensorFlow starts (albert_tf.cpu), every TensorFlow row gets on that
+    kind (keras-hub's too: the same lever for the same runtime); the levers plan sets its own."""
+    from albert_tf.cpu import TENSORFLOW_DEFAULTS
+
+    for kind in ("avx2", "avx512-bf16", "amx", "other"):
+        rows, bare = P.plan(name, "sp.model", "pool.json", "float32", kind), P.plan(name, "sp.model", "pool.json",
+                                                                                   "float32")
+        assert [m.kwargs for m in rows] == [m.kwargs for m in bare]
+        for m, b in zip(rows, bare):
+            expected = ({**TENSORFLOW_DEFAULTS.get(kind, {}), **b.env} if P.runtime(m) == "tensorflow" else b.env)
+            assert m.env == expected, (kind, m.key)
+    tensorflow_rows = [m for m in P.plan(name, "s", "p", "float32", "avx2") if P.runtime(m) == "tensorflow"]
+    assert tensorflow_rows and all(m.env.get("TF_ENABLE_ONEDNN_OPTS") in ("0", "1") for m in tensorflow_rows)
+    if name != "levers":
+        assert {m.env["TF_ENABLE_ONEDNN_OPTS"] for m in tensorflow_rows} == {"1"}
+        assert any(m.module == "kerashub" or m.function == "kerashub" for m in tensorflow_rows)  # keras-hub too
+
+
 def test_a_levers_run_file_shows_what_each_lever_gains():
     kw = dict(precision="float32", batch=8, seq=128)
     rows = [_measured("train", f"albert-tf step ({lever})", "ours", dict(kw, xla="XLA" in lever), values)
