@@ -242,7 +242,8 @@ def plan(name: str, spm_path: str, pool_file: str, precision: str = "bfloat16",
 def with_tensorflow_defaults(rows: List[Measurement], kind: str) -> List[Measurement]:
     """The rows, each TensorFlow one (ours, keras-hub, the GEMM probe) with the variables albert-tf's binaries
     set on this CPU kind (`albert_tf.cpu.TENSORFLOW_DEFAULTS`: oneDNN on avx2) where the row sets none itself:
-    ours runs as its users run it, and keras-hub, on the same TensorFlow, gets the same lever (its best).
+    ours runs as its users run it, and keras-hub, on the same TensorFlow, gets the same lever (its best). Our
+    SavedModel's rows keep TensorFlow's own defaults: TF Serving runs that graph, not our binaries.
 
     >>> rows = with_tensorflow_defaults(train_plan(False, "float32"), "avx2")
     >>> sorted({(runtime(m), m.env.get("TF_ENABLE_ONEDNN_OPTS", "-")) for m in rows})
@@ -251,8 +252,20 @@ def with_tensorflow_defaults(rows: List[Measurement], kind: str) -> List[Measure
     {None}
     """
     defaults = TENSORFLOW_DEFAULTS.get(kind, {})
-    return [dataclasses.replace(m, env={**defaults, **m.env}) if runtime(m) == "tensorflow" and defaults else m
+    return [dataclasses.replace(m, env={**defaults, **m.env}) if uses_binary_defaults(m) and defaults else m
             for m in rows]
+
+
+def uses_binary_defaults(m: Measurement) -> bool:
+    """Whether a row runs where albert-tf's binaries set the CPU kind's TensorFlow variables (or, keras-hub,
+    could as well): every TensorFlow row but those of the SavedModel (`serves_saved_model`)."""
+    return runtime(m) == "tensorflow" and not serves_saved_model(m)
+
+
+def serves_saved_model(m: Measurement) -> bool:
+    """Whether a row runs the SavedModel albert-tf exports, the graph TF Serving runs: the frozen encoder
+    and the raw-text SavedModel."""
+    return m.module == "ours" and (bool(m.kwargs.get("frozen")) or m.function == "saved_model_text")
 
 
 def matmul_plan(full: bool, headline: str = "bfloat16") -> List[Measurement]:

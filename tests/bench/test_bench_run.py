@@ -331,9 +331,15 @@ def test_tensorflow_rows_run_with_the_cpu_kinds_settings_and_other_runtimes_with
                                                                                    "float32")
         assert [m.kwargs for m in rows] == [m.kwargs for m in bare]
         for m, b in zip(rows, bare):
-            expected = ({**TENSORFLOW_DEFAULTS.get(kind, {}), **b.env} if P.runtime(m) == "tensorflow" else b.env)
+            tf_serving = m.kwargs.get("frozen") or m.function == "saved_model_text"  # TF Serving runs that graph
+            binary = P.runtime(m) == "tensorflow" and not tf_serving
+            expected = {**TENSORFLOW_DEFAULTS.get(kind, {}), **b.env} if binary else b.env
             assert m.env == expected, (kind, m.key)
-    tensorflow_rows = [m for m in P.plan(name, "s", "p", "float32", "avx2") if P.runtime(m) == "tensorflow"]
+    avx2 = P.plan(name, "s", "p", "float32", "avx2")
+    saved_model_rows = [m for m in avx2 if m.kwargs.get("frozen") or m.function == "saved_model_text"]
+    assert saved_model_rows and (name == "levers" or all("TF_ENABLE_ONEDNN_OPTS" not in m.env
+                                                         for m in saved_model_rows))
+    tensorflow_rows = [m for m in avx2 if P.runtime(m) == "tensorflow" and m not in saved_model_rows]
     assert tensorflow_rows and all(m.env.get("TF_ENABLE_ONEDNN_OPTS") in ("0", "1") for m in tensorflow_rows)
     if name != "levers":
         assert {m.env["TF_ENABLE_ONEDNN_OPTS"] for m in tensorflow_rows} == {"1"}
