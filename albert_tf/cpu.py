@@ -29,7 +29,7 @@ def cpu_kind(flags) -> str:
     "amx" (amx_bf16 and amx_tile: AMX bfloat16 tiles, Intel Sapphire Rapids and later), "avx512-bf16"
     (avx512_bf16 without AMX: AMD Zen 4/5, Intel Cooper Lake), "avx512" (avx512f only), "avx2" (AVX2, no
     AVX-512: AMD Zen 2/3, most laptops), "other". The benchmark keeps its run files under the same names
-    (`bench.systems.common.cpu_kind`).
+    (`bench.systems.common.cpu_kind` calls this).
 
     Args:
         flags: the flag names (any iterable of strings).

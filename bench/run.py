@@ -262,8 +262,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if groups:
         groups.add("matmul")  # the GEMM probe in every rerun: a control of the machine's state, and its MFU
     cpu = common.cpu_description()
-    precision = P.kind_precision(common.cpu_kind(cpu)) if args.precision == "kind" else args.precision
-    measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision, common.cpu_kind(cpu))
+    kind = common.cpu_kind(cpu)
+    precision = P.kind_precision(kind) if args.precision == "kind" else args.precision
+    measurements = [m for m in P.plan(args.plan, spm_path, pool_file, precision, kind)
                     if not groups or m.group in groups]
     expected = estimate.expected_minutes(measurements, reps)
     print(f"Plan {args.plan}: {len(measurements)} measurements x {reps} repetitions, about {expected:.0f} minutes "
@@ -272,12 +273,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for m in measurements:
             print(f"{estimate.expected_seconds(m):5.0f} s  {m.key}" + (f"  (skipped: {m.skip})" if m.skip else ""))
         return 0
-    output = args.output or default_output(args.plan, args.only, args.cache_dir, common.cpu_kind(cpu))
+    output = args.output or default_output(args.plan, args.only, args.cache_dir, kind)
     run_json = os.path.splitext(output)[0] + ".json"
     start, loads = time.time(), [os.getloadavg()[0]]
     header = dict(command="python -m bench.run " + " ".join(argv if argv is not None else sys.argv[1:]),
                   date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), plan=args.plan,
-                  reps=reps, threads=args.threads, cpu=cpu, cpu_kind=common.cpu_kind(cpu), versions=versions(),
+                  reps=reps, threads=args.threads, cpu=cpu, cpu_kind=kind, versions=versions(),
                   precision=precision if args.plan in ("default", "smoke", "serving") else "",
                   code=code_version(), environment={k: os.environ[k] for k in ENVIRONMENT if k in os.environ},
                   expected_minutes=expected, load_start=loads[0], stopped="")

@@ -465,14 +465,9 @@ def cpu_kind(cpu: Optional[Dict[str, object]] = None) -> str:
     >>> cpu_kind({"flags": ["avx2", "avx512f", "avx512_bf16"]}), cpu_kind({"flags": ["amx_bf16", "amx_tile"]})
     ('avx512-bf16', 'amx')
     """
-    cpu = cpu or cpu_description()
-    flags = set(cpu.get("flags", ()))
-    if has_amx(cpu):
-        return "amx"
-    for flag, kind in (("avx512_bf16", "avx512-bf16"), ("avx512f", "avx512"), ("avx2", "avx2")):
-        if flag in flags:
-            return kind
-    return "other"
+    from albert_tf.cpu import cpu_kind as kind_of_flags  # the binaries' rule, so runs and defaults agree
+
+    return kind_of_flags((cpu or cpu_description()).get("flags", ()))
 
 
 def cpu_line(cpu: Optional[Dict[str, object]] = None) -> str:
