@@ -20,11 +20,11 @@ Example:
 >>> next(iter(ds))["lines"]                                      # doctest: +SKIP
 """
 
-import gzip
 from typing import List, Sequence
 
 import tensorflow as tf
 
+from pipelines import fileio
 from pipelines import tokenizer as tokenizer_lib
 
 CODE_OK = 0
@@ -50,11 +50,7 @@ def resolve_input_files(patterns: Sequence[str]) -> List[str]:
 
 def _has_text(path: str, chunk: int = 1 << 20) -> bool:
     """True at the first non-whitespace byte (reads only as far as needed)."""
-    if path.endswith(".gz"):
-        f = gzip.open(path, "rb")
-    else:
-        f = tf.io.gfile.GFile(path, "rb")
-    with f:
+    with fileio.open_binary(path) as f:
         while True:
             data = f.read(chunk)
             if not data:

@@ -4,7 +4,8 @@ half-written file behind.
 Every user path (a config, checkpoint folder, run state, result file) may be a
 URL of any file system TensorFlow knows (gs://, s3://, hdfs://, ram://), so the
 library reads and tests it through `tf.io.gfile`, never `open()` or `os.path`:
-`read_text`, `read_bytes`, `read_json`, `makedirs` and `absolute` below.
+`read_text`, `read_bytes`, `read_json`, `open_binary`, `makedirs` and `absolute`
+below.
 tests/albert_tf/test_remote_paths.py scans the code for the local-only calls.
 
 Every file the project writes for others to read (configs, results, shards,
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
+import io
 import json
 import os
 import uuid
@@ -57,6 +60,73 @@ def read_bytes(path: str) -> bytes:
             return f.read()
     except tf.errors.NotFoundError:
         raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
+
+
+class _ShortReadFile(io.RawIOBase):
+    """A GFile that reads like a local file at its end: a seek past the end is
+    allowed and the reads after it are short (GFile raises OutOfRangeError)."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self._file = tf.io.gfile.GFile(path, "rb")
+        self._file.size()  # GFile opens lazily: a missing file raises NotFoundError here, not at the first read
+        self._past_end = None  # the position of a seek beyond the end
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self._past_end is not None:
+            return 0
+        data = self._file.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self.tell()
+        elif whence == io.SEEK_END:
+            offset += self._file.size()
+        try:
+            self._file.seek(offset)
+            self._past_end = None
+        except tf.errors.OutOfRangeError:
+            self._past_end = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._past_end if self._past_end is not None else self._file.tell()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._file.close()
+        super().close()
+
+
+def open_binary(path: str) -> IO[bytes]:
+    """A binary stream of a local or remote file, decompressed when its name
+    ends in `.gz`, with a local file's short reads at the end.
+
+    Raises:
+        FileNotFoundError: when there is no such file.
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "lines.txt.gz")
+    >>> with gzip.open(path, "wb") as f:
+    ...     _ = f.write(b"one\\ntwo\\n")
+    >>> with open_binary(path) as f:
+    ...     list(f)
+    [b'one\\n', b'two\\n']
+    """
+    try:
+        raw = _ShortReadFile(path)
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", path) from None
+    stream = io.BufferedReader(raw)
+    return gzip.GzipFile(fileobj=stream, mode="rb") if path.endswith(".gz") else stream
 
 
 def read_text(path: str) -> str:

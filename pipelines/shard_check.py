@@ -30,7 +30,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import os
 import re
 import struct
@@ -235,11 +234,9 @@ def masked_crc32c(data: bytes) -> int:
 
 def _open(path: str):
     """A binary stream of the file (decompressed for .gz); short reads at its end."""
-    import tensorflow as tf
+    from pipelines import fileio  # imports TensorFlow: only when a file is read
 
-    # Local files through Python: GFile raises at the end instead of a short read.
-    raw = open(path, "rb") if "://" not in path else tf.io.gfile.GFile(path, "rb")
-    return gzip.GzipFile(fileobj=raw) if path.endswith(".gz") else raw
+    return fileio.open_binary(path)
 
 
 def _record_at(path: str, offset: int) -> Optional[str]:

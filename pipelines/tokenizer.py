@@ -16,7 +16,6 @@ Example:
 
 import dataclasses
 import functools
-import gzip
 import os
 import string
 import unicodedata
@@ -25,6 +24,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from pipelines import fileio
 
 SPIECE_UNDERLINE = "\u2581"
 SPECIAL_PIECES = ("<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]")
@@ -364,8 +365,7 @@ def expand_input_patterns(patterns: Sequence[str]) -> List[str]:
 def _iter_lines(files: Sequence[str], do_lower_case: bool,
                 max_line_bytes: int) -> Iterator[str]:
     for path in files:
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rb") as f:
+        with fileio.open_binary(path) as f:
             for raw in f:
                 if len(raw) > max_line_bytes:
                     continue

@@ -176,6 +176,31 @@ def test_readable_records_counts_up_to_the_cut(shards):
     assert sum(1 for _ in tf.data.TFRecordDataset(paths[0]).ignore_errors()) == 3  # what tf.data reads
 
 
+def test_remote_and_gzipped_shards_are_located_and_counted_as_local_ones(shards):
+    """A truncated shard on gs:// (here ram://, reached through tf.io.gfile only) is named and counted
+    as the same local file is; a gzipped one is counted on its records, not its bytes."""
+    _, paths, records = shards
+    with open(paths[1], "r+b") as f:
+        f.truncate(_offset_of(records[1], 6) + 12 + 5)
+    remote = f"ram://shards-{os.getpid()}-{id(shards)}"
+    tf.io.gfile.makedirs(remote)
+    remote_paths = [f"{remote}/{os.path.basename(p)}" for p in paths]
+    for local, url in zip(paths, remote_paths):
+        tf.io.gfile.copy(local, url, overwrite=True)
+    message = _tf_error(remote_paths[1])
+    assert shard_check.locate_corrupt_record(message, remote_paths) == (
+        f"{remote_paths[1]}: record 6 at byte {_offset_of(records[1], 6)} "
+        f"(truncated: 5 of {len(records[1][6])} bytes)")
+    assert [shard_check.readable_records(u) for u in remote_paths] == [
+        len(records[0]), 6, len(records[2]), len(records[3])]
+
+    zipped = f"{remote}/pretrain-00002-of-00004.tfrecord.gz"
+    with tf.io.TFRecordWriter(zipped, options="GZIP") as writer:
+        for record in records[2]:
+            writer.write(record)
+    assert shard_check.readable_records(zipped) == len(records[2])
+
+
 def test_masked_crc_matches_tensorflows_record_header(tmp_path):
     path = str(tmp_path / "one.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
