@@ -148,7 +148,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
 
     from albert_tf.export import openvino_graph
     from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
-    from albert_tf.layers.fused import tracing_for_constant_weights, tracing_layer_norms_for_openvino
+    from albert_tf.layers.fused import (tracing_attention_scale_in_queries, tracing_for_constant_weights,
+                                        tracing_gelu_outside_matmuls, tracing_layer_norms_for_openvino)
     from albert_tf.export.versions import _choose_version, release_version
 
     head = _resolve_head(model, head)
@@ -168,7 +169,8 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     try:
         # OpenVINO turns the weights into constants: trace the dense layers in the form it fuses (MatMul +
         # bias add), not the one TensorFlow runs faster with variables, and LayerNormalization as its MVN op.
-        with tracing_for_constant_weights(), tracing_layer_norms_for_openvino(), _packed_tokens(model, pack_tokens):
+        with tracing_for_constant_weights(), tracing_layer_norms_for_openvino(), \
+                tracing_attention_scale_in_queries(), tracing_gelu_outside_matmuls(), _packed_tokens(model, pack_tokens):
             saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
                                        freeze_weights=False, label_names=label_names, max_seq_length=max_seq_length,
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,

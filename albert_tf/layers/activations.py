@@ -5,7 +5,8 @@ from typing import Callable
 import keras
 
 
-def _gelu_tanh(x):
+def gelu_tanh(x):
+    """The tanh-approximated GELU (the original's "gelu", Hugging Face's "gelu_new")."""
     return keras.activations.gelu(x, approximate=True)
 
 
@@ -15,8 +16,8 @@ def _gelu_erf(x):
 
 _ACTIVATIONS = {
     # The original modeling.py's "gelu" is the tanh approximation.
-    "gelu": _gelu_tanh,
-    "gelu_new": _gelu_tanh,
+    "gelu": gelu_tanh,
+    "gelu_new": gelu_tanh,
     "gelu_exact": _gelu_erf,
     "relu": keras.activations.relu,
     "tanh": keras.activations.tanh,

@@ -6,7 +6,8 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
-from albert_tf.layers.fused import apply_layer_norm, dense_2d, flatten_tokens, unflatten_tokens
+from albert_tf.layers.fused import (apply_layer_norm, attention_scale_in_queries, dense_2d, flatten_tokens,
+                                    unflatten_tokens)
 from albert_tf.layers.token_packing import TokenPacking, pack_tokens, unpack_tokens
 
 # The original adds this to the scores of masked keys (modeling.py).
@@ -98,9 +99,9 @@ class AlbertAttention(keras.layers.Layer):
             dense.build((None, self.hidden_size))
         self.layer_norm.build((None, self.hidden_size))
 
-    def _heads(self, dense, x2d, batch_size, packing):
-        """[B*T or N packed, H] -> [B, N, T, D] projection."""
-        y = dense_2d(dense, x2d, fuse_bias=self.fuse_projection_bias)
+    def _heads(self, dense, x2d, batch_size, packing, scale=None):
+        """[B*T or N packed, H] -> [B, N, T, D] projection (kernel and bias times `scale` when given)."""
+        y = dense_2d(dense, x2d, fuse_bias=self.fuse_projection_bias, scale=scale)
         if packing is not None:
             y = unpack_tokens(y, packing)
         y = tf.reshape(y, [batch_size, -1, self.num_attention_heads, self.head_size])
@@ -110,14 +111,18 @@ class AlbertAttention(keras.layers.Layer):
         """x: [B, T, H], or with `packing` the real tokens [N, H] (`albert_tf.layers.token_packing`)."""
         batch_size = tf.shape(x)[0] if packing is None else tf.shape(mask_bias)[0]
         x2d = flatten_tokens(x)
-        q = self._heads(self.query, x2d, batch_size, packing)
+        scale = 1.0 / math.sqrt(self.head_size)
+        scale_in_queries = attention_scale_in_queries()
+        q = self._heads(self.query, x2d, batch_size, packing, scale=scale if scale_in_queries else None)
         k = self._heads(self.key, x2d, batch_size, packing)
         v = self._heads(self.value, x2d, batch_size, packing)
-        # One BatchMatMul * scale + mask: the remapper's fused pattern. For
-        # D = 64 the scale (1/8) is exact in every dtype, and the mask (0 or
-        # -10000) is exact enough in bfloat16/float16.
-        scale = tf.constant(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = tf.matmul(q, k, transpose_b=True) * scale + tf.cast(mask_bias, q.dtype)
+        scores = tf.matmul(q, k, transpose_b=True)
+        if not scale_in_queries:
+            # One BatchMatMul * scale + mask: the remapper's fused pattern. For
+            # D = 64 the scale (1/8) is exact in every dtype, and the mask (0 or
+            # -10000) is exact enough in bfloat16/float16.
+            scores = scores * tf.constant(scale, q.dtype)
+        scores = scores + tf.cast(mask_bias, q.dtype)
         if self.softmax_in_float32:
             scores = tf.cast(scores, tf.float32)
         probs = self.attention_dropout(tf.nn.softmax(scores, axis=-1), training=training)

@@ -24,7 +24,9 @@ carries GELU, which costs more outside the matmul.
 
 import collections
 import contextlib
+import math
 import threading
+from typing import Optional
 
 import keras
 import tensorflow as tf
@@ -70,6 +72,59 @@ def tracing_layer_norms_for_openvino():
         yield
 
 
+@contextlib.contextmanager
+def tracing_attention_scale_in_queries():
+    """Within this context, `attention_scale_in_queries()` is True: attention multiplies the query
+    projection's kernel and bias by 1/sqrt(head size) instead of the scores.
+
+    For graphs with constant weights (an OpenVINO model): the product is folded into the constants once,
+    where OpenVINO otherwise fuses the scores' Multiply into a projection as a post-op, which moves that
+    projection off its fastest float32 GEMM (`python -m bench.studies.serving_nodes`).
+    """
+    with _tracing_flag("scale_in_queries"):
+        yield
+
+
+def attention_scale_in_queries() -> bool:
+    """Whether attention is being traced within `tracing_attention_scale_in_queries()`."""
+    return getattr(_tracing, "scale_in_queries", False)
+
+
+@contextlib.contextmanager
+def tracing_gelu_outside_matmuls():
+    """Within this context, `dense_2d` computes the tanh GELU as `x * sigmoid(2c (x + 0.044715 x^3))`,
+    c = sqrt(2 / pi), the same function (0.5 (1 + tanh z) = sigmoid(2z)).
+
+    OpenVINO recognises `0.5 x (1 + tanh(...))` as a Gelu op and fuses it into the matmul before it as a
+    post-op; on CPUs that infer in float32 (AVX2 only) a matmul with a post-op leaves OpenVINO's fastest GEMM
+    (MLAS) for a slower kernel, and the fused projection costs more than the GELU outside it
+    (`python -m bench.studies.serving_nodes`). The erf GELU ("gelu_exact") is left as it is.
+    """
+    with _tracing_flag("gelu_outside_matmuls"):
+        yield
+
+
+def _gelu_tanh_as_sigmoid(x: tf.Tensor) -> tf.Tensor:
+    """The tanh GELU in sigmoid form (`tracing_gelu_outside_matmuls`).
+
+    >>> import numpy as np
+    >>> x = tf.constant(np.linspace(-6, 6, 49), tf.float32)
+    >>> want = keras.activations.gelu(x, approximate=True)
+    >>> float(tf.reduce_max(tf.abs(_gelu_tanh_as_sigmoid(x) - want))) < 1e-5
+    True
+    """
+    inner = x + tf.constant(0.044715, x.dtype) * x * x * x
+    return x * tf.sigmoid(tf.constant(2.0 * math.sqrt(2.0 / math.pi), x.dtype) * inner)
+
+
+def _activation(layer: keras.layers.Dense):
+    from albert_tf.layers import activations
+
+    if getattr(_tracing, "gelu_outside_matmuls", False) and layer.activation is activations.gelu_tanh:
+        return _gelu_tanh_as_sigmoid
+    return layer.activation
+
+
 def apply_layer_norm(layer: keras.layers.LayerNormalization, x: tf.Tensor) -> tf.Tensor:
     """`layer(x)` for a built last-axis LayerNormalization; in MVN form within `tracing_layer_norms_for_openvino()`.
 
@@ -96,7 +151,8 @@ def apply_layer_norm(layer: keras.layers.LayerNormalization, x: tf.Tensor) -> tf
     return tf.cast(out, layer.compute_dtype)
 
 
-def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) -> tf.Tensor:
+def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
+             scale: Optional[float] = None) -> tf.Tensor:
     """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
 
     Computes in the layer's compute dtype, as calling the layer would, but as
@@ -111,6 +167,7 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) ->
             kernel, while a plain MatMul gets oneDNN's AMX matmul
             (`bench/results/performance_notes.md`). Ignored (fused) within
             `tracing_for_constant_weights()`.
+        scale: multiplies the kernel and the bias (for constant weights: folded into them once).
 
     Returns:
         [N, units] tensor in the layer's compute dtype.
@@ -124,12 +181,15 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True) ->
     """
     dtype = layer.compute_dtype
     kernel, bias = tf.cast(layer.kernel, dtype), tf.cast(layer.bias, dtype)
+    if scale is not None:
+        kernel, bias = kernel * tf.constant(scale, dtype), bias * tf.constant(scale, dtype)
+    activation = _activation(layer)
     y = tf.matmul(tf.cast(x, dtype), kernel)
     if fuse_bias or getattr(_tracing, "constant_weights", False):
-        return layer.activation(tf.nn.bias_add(y, bias))
+        return activation(tf.nn.bias_add(y, bias))
     # A rank-3 view: the remapper fuses only a 2-D MatMul's direct bias add.
     y3 = tf.reshape(y, [1, -1, y.shape[-1]]) + bias
-    return layer.activation(tf.reshape(y3, [-1, y.shape[-1]]))
+    return activation(tf.reshape(y3, [-1, y.shape[-1]]))
 
 
 def flatten_tokens(x: tf.Tensor) -> tf.Tensor:
