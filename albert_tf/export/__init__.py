@@ -96,27 +96,44 @@ Example:
 {'predictions': [{'pooled_output': [...], 'sequence_output': [...], 'input_mask': [1, 1, 1, 1]}]}
 """
 
-import tensorflow as tf  # noqa: F401  (albert_tf.export.tf, as before the split)
+import importlib
 
-from albert_tf.export.answers import answer
-from albert_tf.export.assets import (CONFIG_ASSET, LABELS_ASSET, PREPROCESSING_ASSET, SPM_ASSET, TAGS_ASSET,
-                                     TASK_CONFIG_ASSET)
-from albert_tf.export.base import ID_INPUTS
-from albert_tf.export.heads import HEADS, head_of
-from albert_tf.export.pieces import SPIECE_UNDERLINE, decode_pieces, decoding_table
-from albert_tf.export.rest import rest_inputs, rest_predict
-from albert_tf.export.saved_model import DEFAULT_MAX_SEQ_LENGTH, export_saved_model
-from albert_tf.export.span_qa import best_beam_spans, best_spans
-from albert_tf.export.versions import next_version
+# Names of this package, loaded on first use: importing a submodule (the int8 and target-CPU choices that
+# albert-export's flags list) starts no TensorFlow, so a binary still sets the CPU kind's TensorFlow defaults
+# (`albert_tf.cpu`) before TensorFlow starts. OpenVINO too is imported only when its export is used.
+_LAZY = {
+    "tf": ("tensorflow", None),
+    "answer": ("albert_tf.export.answers", "answer"),
+    **{name: ("albert_tf.export.assets", name) for name in (
+        "CONFIG_ASSET", "LABELS_ASSET", "PREPROCESSING_ASSET", "SPM_ASSET", "TAGS_ASSET", "TASK_CONFIG_ASSET")},
+    "ID_INPUTS": ("albert_tf.export.base", "ID_INPUTS"),
+    "HEADS": ("albert_tf.export.heads", "HEADS"),
+    "head_of": ("albert_tf.export.heads", "head_of"),
+    **{name: ("albert_tf.export.pieces", name) for name in ("SPIECE_UNDERLINE", "decode_pieces", "decoding_table")},
+    "rest_inputs": ("albert_tf.export.rest", "rest_inputs"),
+    "rest_predict": ("albert_tf.export.rest", "rest_predict"),
+    "DEFAULT_MAX_SEQ_LENGTH": ("albert_tf.export.saved_model", "DEFAULT_MAX_SEQ_LENGTH"),
+    "export_saved_model": ("albert_tf.export.saved_model", "export_saved_model"),
+    "best_beam_spans": ("albert_tf.export.span_qa", "best_beam_spans"),
+    "best_spans": ("albert_tf.export.span_qa", "best_spans"),
+    "next_version": ("albert_tf.export.versions", "next_version"),
+    "export_openvino": ("albert_tf.export.openvino", "export_openvino"),
+}
 
 __all__ = ["HEADS", "answer", "best_beam_spans", "best_spans", "decode_pieces", "decoding_table", "export_openvino",
            "export_saved_model", "head_of", "next_version", "rest_inputs", "rest_predict"]
 
 
 def __getattr__(name):
-    # OpenVINO is imported only when its export is used.
-    if name == "export_openvino":
-        from albert_tf.export.openvino import export_openvino
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = importlib.import_module(module)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
 
-        return export_openvino
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

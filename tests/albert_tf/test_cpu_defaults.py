@@ -46,3 +46,33 @@ def test_a_binary_starts_tensorflow_with_this_cpus_defaults(users_value):
     assert value == str(want)
     if want is not None:  # where nobody chose, TensorFlow's own default by kind holds (on with VNNI/BF16/AMX)
         assert onednn_on == str(want == "1")
+
+
+def _console_scripts():
+    import re
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "setup.py"), encoding="utf-8") as f:
+        return re.findall(r'"(albert-[a-z-]+)=([\w.]+):(\w+)"', f.read())
+
+
+# Runs a binary's entry point up to its flags: run_binary is replaced by one that defines them and says whether
+# TensorFlow is imported by then (main sets the kind's defaults only while it is not).
+DEFINE_ONLY = """
+import importlib, sys
+import albert_tf.bin.common as common
+def define_only(main, define_flags, name, doc):
+    common.define_flags_by_group(define_flags)
+    print("tensorflow imported" if "tensorflow" in sys.modules else "no tensorflow")
+common.run_binary = define_only
+module, function = sys.argv[1:]
+getattr(importlib.import_module(module), function)()
+"""
+
+
+@pytest.mark.parametrize("binary,module,function", _console_scripts())
+def test_no_binary_imports_tensorflow_before_main_sets_the_cpu_defaults(binary, module, function):
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    done = subprocess.run([sys.executable, "-c", DEFINE_ONLY, module, function], cwd=root, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "no tensorflow", f"{binary}: its module or flags import TensorFlow"
