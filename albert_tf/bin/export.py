@@ -137,6 +137,9 @@ def main(argv) -> None:
             raise app.UsageError(f"--{name} is required.")
     if FLAGS.quantize != "none" and FLAGS.format != "openvino":
         raise app.UsageError(f"--quantize={FLAGS.quantize} quantizes an OpenVINO export: add --format=openvino.")
+    if FLAGS.openvino_target_cpu != "auto" and FLAGS.format != "openvino":
+        raise app.UsageError(f"--openvino_target_cpu={FLAGS.openvino_target_cpu} chooses an OpenVINO export's form: "
+                             "add --format=openvino.")
     export = _exporter()
     import tensorflow as tf
 
@@ -154,6 +157,8 @@ def main(argv) -> None:
         settings.update(top_k=FLAGS.top_k, max_answer_length=FLAGS.max_answer_length, doc_stride=FLAGS.doc_stride,
                         n_best_size=FLAGS.n_best_size,
                         max_context_length=FLAGS.max_context_length, freeze_weights=FLAGS.freeze_weights)
+    if FLAGS.format == "openvino":
+        settings.update(target_cpu=None if FLAGS.openvino_target_cpu == "auto" else FLAGS.openvino_target_cpu)
     if FLAGS.quantize != "none":
         settings.update(_int8_settings(FLAGS.head, FLAGS.checkpoint))
     path = export(model, FLAGS.export_dir, **settings)
@@ -170,6 +175,12 @@ def _define_flags() -> None:
     flags.DEFINE_enum("format", "savedmodel", ["savedmodel", "openvino"],
                       "savedmodel: a TF Serving SavedModel. openvino: an OpenVINO IR (model.xml + model.bin) for "
                       "OpenVINO Model Server: the encoder or the classifier (needs the [openvino] extra).")
+    from albert_tf.export.openvino_form import CPU_KINDS
+
+    flags.DEFINE_enum("openvino_target_cpu", "auto", ["auto", *CPU_KINDS],
+                      "--format=openvino: the CPU kind that will serve the model, whose fastest graph form is "
+                      "written (float32 kinds: the GELU outside the matmuls; bfloat16 kinds, AMX and AVX-512 BF16: "
+                      "fused). auto: this machine's kind. The model answers the same on any CPU.")
     _define_int8_flags()
 
 

@@ -98,7 +98,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
                     do_lower_case: Optional[bool] = None, normalization: Optional[str] = None,
                     text_signatures: bool = True, label_names=None, pack_tokens: bool = True,
                     quantize: Optional[str] = None, calibration=None, dev=None,
-                    max_accuracy_drop: Optional[float] = None) -> str:
+                    max_accuracy_drop: Optional[float] = None, target_cpu: Optional[str] = None) -> str:
     """Writes `model` as an OpenVINO IR to export_dir/<version>/model.xml (+ model.bin) and assets/.
 
     Args:
@@ -124,6 +124,10 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         max_accuracy_drop: points the int8 model may lose on labelled dev
             texts (default `int8.DEFAULT_MAX_ACCURACY_DROP`); past it the
             export is refused and nothing is written.
+        target_cpu: the CPU kind the graph's form is chosen for
+            (`albert_tf.export.openvino_form`: "avx2", "avx512",
+            "avx512-bf16", "amx", "other"); None: this machine's. The model
+            answers the same on any CPU; it runs fastest on its kind.
 
     Returns:
         The version folder written.
@@ -135,7 +139,9 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         FileExistsError: export_dir/version exists already.
     """
     from albert_tf.export.heads import _resolve_head, head_of
+    from albert_tf.export.openvino_form import target_kind, tracing_for_openvino
 
+    kind = target_kind(target_cpu)
     if quantize:
         from albert_tf.export import int8
 
@@ -148,8 +154,6 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
 
     from albert_tf.export import openvino_graph
     from albert_tf.export.saved_model import _make_preprocessor, export_saved_model
-    from albert_tf.layers.fused import (tracing_attention_scale_in_queries, tracing_for_constant_weights,
-                                        tracing_gelu_outside_matmuls, tracing_layer_norms_for_openvino)
     from albert_tf.export.versions import _choose_version, release_version
 
     head = _resolve_head(model, head)
@@ -167,16 +171,15 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     _, pre = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
-        # OpenVINO turns the weights into constants: trace the dense layers in the form it fuses (MatMul +
-        # bias add), not the one TensorFlow runs faster with variables, and LayerNormalization as its MVN op.
-        with tracing_for_constant_weights(), tracing_layer_norms_for_openvino(), \
-                tracing_attention_scale_in_queries(), tracing_gelu_outside_matmuls(), _packed_tokens(model, pack_tokens):
+        # OpenVINO turns the weights into constants: trace the layers in the forms it runs fastest on `kind`.
+        with tracing_for_openvino(kind), _packed_tokens(model, pack_tokens):
             saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
                                        freeze_weights=False, label_names=label_names, max_seq_length=max_seq_length,
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,
                                        normalization=normalization)
         ir = ov.convert_model(saved)
         ir = _numeric_outputs(ir)
+        ir.set_rt_info(kind, ["albert_tf", "target_cpu"])
         if quantize:
             ir, cost = int8.quantize_and_measure(ir, pre, head, calibration, dev, max_accuracy_drop)
         if text_signatures:

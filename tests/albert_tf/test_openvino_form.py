@@ -1,0 +1,138 @@
+"""albert_tf.export.openvino_form: each CPU kind's form computes what the model computes, and OpenVINO's CPU
+plugin runs the float32 kinds' form with no post-op fused into any matmul (the bfloat16 kinds' form keeps the
+GELU fused). The OpenVINO half runs in CI's [openvino] environment and skips elsewhere."""
+
+import os
+import re
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import albert_tf
+from albert_tf import cpu
+from albert_tf.export import openvino_form
+
+RELATIVE = 1e-5  # float32 against float32, relative to the output's scale
+
+
+def test_float32_kinds_take_the_gelu_outside_and_bfloat16_kinds_keep_it_fused():
+    outside = {k: openvino_form.gelu_outside_matmuls(k) for k in openvino_form.CPU_KINDS}
+    assert outside == {"avx2": True, "avx512": True, "avx512-bf16": False, "amx": False, "other": True}
+    assert set(cpu.BFLOAT16_KINDS) == {k for k, v in outside.items() if not v}
+
+
+def test_the_default_is_this_machines_kind_and_an_unknown_kind_is_refused_by_name():
+    assert openvino_form.target_kind(None) == cpu.cpu_kind(cpu.cpu_flags())
+    assert openvino_form.target_kind("amx") == "amx"
+    with pytest.raises(ValueError, match="'avx3'"):
+        openvino_form.target_kind("avx3")
+
+
+def _encoder(hidden_act, seed=3):
+    keras.utils.set_random_seed(seed)
+    config = albert_tf.AlbertConfig(vocab_size=120, embedding_size=8, hidden_size=24, num_hidden_layers=2,
+                                    num_attention_heads=2, intermediate_size=40, max_position_embeddings=64,
+                                    hidden_act=hidden_act)
+    encoder = albert_tf.AlbertPretrainer(config).encoder
+    rng = np.random.default_rng(seed)
+    for v in encoder.weights:  # order-1 weights: differences of the forms would show
+        v.assign(rng.normal(0.0, 0.3, size=v.shape).astype(np.float32) + (1.0 if "gamma" in v.path else 0.0))
+    return encoder
+
+
+def _ids(batch=3, length=10, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, 120, size=(batch, length)).astype(np.int32)
+    mask = np.ones_like(ids)
+    mask[1, -4:] = 0
+    return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
+
+
+def _ops(fn, inputs):
+    graph = tf.function(fn).get_concrete_function({k: tf.constant(v) for k, v in inputs.items()}).graph
+    return {op.type for op in graph.get_operations()}
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_exact"])
+@pytest.mark.parametrize("kind", ["avx2", "amx"])
+def test_each_kinds_form_computes_the_encoders_outputs(kind, hidden_act):
+    encoder, ids = _encoder(hidden_act), _ids()
+    want = encoder(ids, training=False)
+    with openvino_form.tracing_for_openvino(kind):
+        got = encoder(ids, training=False)
+        ops = _ops(lambda x: encoder(x, training=False)["sequence_output"], ids)
+    for name in ("sequence_output", "pooled_output"):
+        scale = max(1.0, float(np.max(np.abs(want[name]))))
+        assert np.max(np.abs(np.asarray(got[name]) - np.asarray(want[name]))) <= RELATIVE * scale, name
+    # The tanh GELU is written as a sigmoid on float32 kinds only; the erf GELU is never rewritten.
+    assert ("Sigmoid" in ops) == (kind == "avx2" and hidden_act == "gelu"), ops
+    assert bool({"Erf", "Erfc"} & ops) == (hidden_act == "gelu_exact"), ops
+
+
+# ------------------------------------------------------------------ OpenVINO
+def _fused_into_matmuls(ov, path):
+    """The names of the ops OpenVINO's CPU plugin fused into each FullyConnected node (its MatMul and bias add
+    left out)."""
+    core = ov.Core()
+    compiled = core.compile_model(os.path.join(path, "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    fused = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if "layerType" in info and info["layerType"].astype(str) == "FullyConnected":
+            names = info["originalLayersNames"].astype(str).split(",")
+            fused.append([n for n in names if not re.search(r"/(MatMul|BiasAdd)(_\d+)?$", n)])
+    return fused
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    """(openvino, kind -> the version folder of the encoder's ids model exported for it, the Keras encoder, ids)."""
+    ov = pytest.importorskip("openvino", reason="--format=openvino needs the [openvino] extra")
+    pytest.importorskip("openvino_tokenizers", reason="--format=openvino needs the [openvino] extra")
+    from albert_tf.export.openvino import export_openvino
+    from tests.albert_tf.test_export import _train_spm
+
+    root = str(tmp_path_factory.mktemp("openvino_form"))
+    spm = _train_spm(root)
+    encoder = _encoder("gelu")
+    folders = {kind: export_openvino(encoder, os.path.join(root, kind), head="encoder", spm_model_file=spm,
+                                     text_signatures=False, pack_tokens=False, target_cpu=kind)
+               for kind in ("avx2", "amx")}
+    return ov, folders, encoder, _ids()
+
+
+def test_the_float32_form_leaves_the_layers_matmuls_without_a_post_op_and_the_bfloat16_form_fuses_the_gelu(exports):
+    ov, folders, encoder, _ = exports
+    blocks = encoder.config.num_hidden_layers
+    float32_form, bfloat16_form = _fused_into_matmuls(ov, folders["avx2"]), _fused_into_matmuls(ov, folders["amx"])
+    # The transformer's projections (the pooler's one small matmul keeps its tanh).
+    layers = [names for names in float32_form if not any("pooler" in n for n in names)]
+    assert len(layers) >= 6 * blocks and not any(layers), [names for names in float32_form if names]
+    assert sum(any("gelu" in n.lower() for n in names) for names in bfloat16_form) == blocks, bfloat16_form
+
+
+def test_both_forms_answer_as_the_keras_encoder_and_record_their_kind(exports):
+    ov, folders, encoder, ids = exports
+    want = encoder(ids, training=False)
+    for kind, folder in folders.items():
+        model = ov.Core().read_model(os.path.join(folder, "model.xml"))
+        assert model.get_rt_info(["albert_tf", "target_cpu"]).astype(str) == kind
+        got = ov.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})(ids)
+        for name in ("sequence_output", "pooled_output"):
+            scale = max(1.0, float(np.max(np.abs(want[name]))))
+            assert np.max(np.abs(got[name] - np.asarray(want[name]))) <= RELATIVE * scale, (kind, name)
+
+
+def test_a_target_cpu_without_the_openvino_format_is_a_usage_error(tmp_path):
+    import subprocess
+    import sys
+
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    done = subprocess.run([sys.executable, "-m", "albert_tf.bin.export", f"--checkpoint={tmp_path}",
+                           f"--export_dir={tmp_path / 'out'}", "--head=encoder", "--openvino_target_cpu=amx"],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert "--openvino_target_cpu=amx chooses an OpenVINO export's form: add --format=openvino." in done.stderr
+    assert not os.path.exists(tmp_path / "out")
