@@ -201,15 +201,28 @@ def main(argv=None) -> None:
     nodes, walls = measure(args.batch, args.seq, args.rounds, args.calls, args.precision, args.hint, args.shape,
                            args.cache_dir)
     summary = summarize(nodes, walls)
+    settings = study_settings(args, "openvino_layers")
+    write_result(args.output, render(summary, settings), settings, summary, walls)
+
+
+def study_settings(args: argparse.Namespace, study: str) -> Dict[str, object]:
+    """A node study's settings for its result: its arguments, threads, date, CPU and the command run."""
+    from bench.systems import common, threads
+
     settings = dict(vars(args), threads=threads.count(), date=time.strftime("%Y-%m-%d"), cpu=common.cpu_line(),
-                    command=("python -m bench.studies.openvino_layers --batch {batch} --seq {seq} --rounds {rounds} "
+                    command=(f"python -m bench.studies.{study} --batch {{batch}} --seq {{seq}} --rounds {{rounds}} "
                              "--calls {calls}").format(**vars(args)))
     settings.pop("cache_dir")
     settings.pop("output")
-    text = render(summary, settings)
-    with open(args.output + ".md", "w", encoding="utf-8") as f:
+    return settings
+
+
+def write_result(output: str, text: str, settings: Dict[str, object], summary: Dict[str, object],
+                 walls: Dict[str, List[float]]) -> None:
+    """Writes a node study's OUTPUT.md (its text, also printed) and OUTPUT.json."""
+    with open(output + ".md", "w", encoding="utf-8") as f:
         f.write(text)
-    with open(args.output + ".json", "w", encoding="utf-8") as f:
+    with open(output + ".json", "w", encoding="utf-8") as f:
         json.dump({"settings": settings, "summary": summary, "walls_ms": walls}, f, indent=1)
     print(text)
 

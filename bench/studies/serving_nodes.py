@@ -273,17 +273,8 @@ def main(argv=None) -> None:
     args.output = args.output or f"{RESULT}_{common.cpu_kind()}"
     nodes, walls = measure(args.batch, args.seq, args.rounds, args.calls, args.shape, args.cache_dir)
     summary = summarize(nodes, walls, dense_flops(hf._config(shape=args.shape), args.batch, args.seq))
-    settings = dict(vars(args), threads=threads.count(), date=time.strftime("%Y-%m-%d"), cpu=common.cpu_line(),
-                    command=("python -m bench.studies.serving_nodes --batch {batch} --seq {seq} --rounds {rounds} "
-                             "--calls {calls}").format(**vars(args)))
-    settings.pop("cache_dir")
-    settings.pop("output")
-    text = render(summary, settings)
-    with open(args.output + ".md", "w", encoding="utf-8") as f:
-        f.write(text)
-    with open(args.output + ".json", "w", encoding="utf-8") as f:
-        json.dump({"settings": settings, "summary": summary, "walls_ms": walls}, f, indent=1)
-    print(text)
+    settings = openvino_layers.study_settings(args, "serving_nodes")
+    openvino_layers.write_result(args.output, render(summary, settings), settings, summary, walls)
 
 
 if __name__ == "__main__":
