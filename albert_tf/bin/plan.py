@@ -75,13 +75,20 @@ def read_local_config(path: str):
         raise ValueError(f"{path}: {e}") from None
 
 
+def read_config(path: str):
+    """An albert_config.json, local (read without TensorFlow) or remote (gs:// and others: through tf.io.gfile)."""
+    from albert_tf.config import AlbertConfig
+
+    if "://" in path:
+        return AlbertConfig.from_json_file(path)
+    return read_local_config(path)
+
+
 def _config():
     from albert_tf.config import AlbertConfig
 
-    if FLAGS.albert_config_file and "://" not in FLAGS.albert_config_file:
-        config = read_local_config(FLAGS.albert_config_file)
-    elif FLAGS.albert_config_file:  # gs:// and other remote files: through tf.io.gfile
-        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
+    if FLAGS.albert_config_file:
+        config = read_config(FLAGS.albert_config_file)
     else:
         config = AlbertConfig.from_preset(FLAGS.preset)
     if FLAGS.sharing:

@@ -205,7 +205,8 @@ def render(summary: Dict[str, object], settings: Dict[str, object], top_ops: int
 
 
 def _sessions(shape: str, cache_dir: str, profile_dir: str):
-    """system -> a function running one call and returning its wall ms; and a function ending the profiles."""
+    """Our export's infer request (compiled with PERF_COUNT) and the two ONNX Runtime sessions (profiling on),
+    by system name."""
     import onnxruntime as ort
 
     from bench.systems import hf, onnx_runtimes, threads

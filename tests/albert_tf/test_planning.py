@@ -340,6 +340,24 @@ def test_binary_reads_a_local_config_file_without_tensorflow():
     assert result.stdout == format_plan(plan, path)
 
 
+def test_the_planners_config_reader_takes_remote_files_through_gfile():
+    """--albert_config_file=gs://...: the same config as the local file, read through tf.io.gfile (ram:// here,
+    which like gs:// only tf.io.gfile reaches); a missing remote file is FileNotFoundError, as a local one."""
+    import uuid
+
+    import tensorflow as tf
+
+    from albert_tf.bin.plan import read_config
+
+    local = os.path.join(ROOT, "flags", "recipes", "small_config.json")
+    remote = f"ram://plan-{uuid.uuid4().hex[:8]}/albert_config.json"
+    tf.io.gfile.makedirs(os.path.dirname(remote))
+    tf.io.gfile.copy(local, remote)
+    assert read_config(remote) == read_config(local) == AlbertConfig.from_json_file(local)
+    with pytest.raises((FileNotFoundError, tf.errors.NotFoundError)):
+        read_config(remote + ".missing")
+
+
 @pytest.mark.parametrize("args, flag", [
     (["--albert_config_file=no_such_config.json"], "--albert_config_file: [Errno 2] No such file or directory"),
     (["--train_batch_size=4095", "--num_replicas=8"], "--train_batch_size=4095"),
