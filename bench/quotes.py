@@ -13,6 +13,8 @@ or more run names, comma-separated, oldest first):
   One run: "OURS level with PEER: 0.98x (0.92-1.12x), one run". Several runs: "OURS level with PEER:
   0.94-1.05x over 3 runs (0.99x, 0.94x, 1.05x; repetitions 0.82-1.11x)": the range of the runs' medians,
   each run's median, and the range of every paired repetition of every run.
+- `FILES; rounds; OURS / PEER`: the same figure from a study that keeps each system's rate per interleaved
+  round (`bench/studies/int8_serving.py`'s JSON), a round's two rates being one paired repetition.
 - `FILE; verdicts`: how many of the run's ratios read ahead, level and behind.
 - `FILE; GROUP[: TABLE]; SYSTEM; mfu`: the row's MFU against the GEMM probe (a measured matmul rate, not
   a limit); `...; peak`: against the CPU's hardware peak (`bench.peak`), where the run recorded its clock.
@@ -144,12 +146,44 @@ def mfu_text(measurements: Sequence[Measurement], header: dict, where: str, syst
     return (f"{system}: MFU {100 * r.median:.0f}% ({100 * r.low:.0f}-{100 * r.high:.0f}%) of {name}, one run")
 
 
+def load_round_study(root: str, name: str) -> Dict[str, List[float]]:
+    """system -> its rate in each interleaved round, from a study's bench/results/<name>.json that keeps them
+    (`bench/studies/int8_serving.py`: {"results": {system: {"seq_per_s": [...]}}})."""
+    import json
+
+    path = os.path.join(root, "bench", "results", name + ".json")
+    if not os.path.exists(path):
+        raise QuoteError(f"bench/results/{name}.json does not exist")
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f).get("results")
+    if not isinstance(results, dict) or not all(isinstance(r, dict) and "seq_per_s" in r for r in results.values()):
+        raise QuoteError(f"bench/results/{name}.json keeps no per-round rates (a study with rounds)")
+    return {system: r["seq_per_s"] for system, r in results.items()}
+
+
+def _ratio_over_study_runs(root: str, names: Sequence[str], ours: str, peer: str) -> List[stats.Ratio]:
+    out = []
+    for name in names:
+        rates = load_round_study(root, name)
+        for system in (ours, peer):
+            if system not in rates:
+                raise QuoteError(f"{name}: no row named {system!r} (rows: {sorted(rates)})")
+        r = stats.Ratio([a / b for a, b in zip(rates[ours], rates[peer])])  # rounds are interleaved: paired
+        if r.verdict == "too few repetitions":
+            raise QuoteError(f"{name}: {ours} / {peer} has {r.n} paired rounds: no claim")
+        out.append(r)
+    return out
+
+
 def render_key(key: str, root: str) -> str:
     """The figure the key `bench: ...` stands for (QuoteError when it names nothing that can be quoted)."""
     fields = [f.strip() for f in key.split(";")]
     names = [n.strip() for n in fields[0].split(",") if n.strip()]
     if not names:
         raise QuoteError(f"no run file named in {key!r}")
+    if len(fields) == 3 and fields[1] == "rounds" and " / " in fields[2]:
+        ours, peer = (s.strip() for s in fields[2].split(" / ", 1))
+        return ratio_text(ours, peer, _ratio_over_study_runs(root, names, ours, peer))
     loaded = [load_run(root, name) for name in names]
     runs = [(name, measurements) for name, (measurements, _) in zip(names, loaded)]
     if len(fields) == 2 and fields[1] == "verdicts" and len(runs) == 1:
@@ -159,8 +193,8 @@ def render_key(key: str, root: str) -> str:
     if len(fields) == 3 and " / " in fields[2]:
         ours, peer = (s.strip() for s in fields[2].split(" / ", 1))
         return ratio_text(ours, peer, _ratio_over_runs(runs, fields[1], ours, peer))
-    raise QuoteError(f"cannot read the key {key!r}: expected 'FILES; GROUP; OURS / PEER', 'FILE; verdicts' "
-                     "or 'FILE; GROUP; SYSTEM; mfu' (or peak)")
+    raise QuoteError(f"cannot read the key {key!r}: expected 'FILES; GROUP; OURS / PEER', 'FILES; rounds; "
+                     "OURS / PEER', 'FILE; verdicts' or 'FILE; GROUP; SYSTEM; mfu' (or peak)")
 
 
 # ------------------------------------------------------------- documents

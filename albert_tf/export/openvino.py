@@ -167,7 +167,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
         raise ValueError(f"--format=openvino: the {head} text model needs pack_tokens=True (with its buckets of "
                          "rows, a While loop, OpenVINO's CPU plugin fails behind the tokenizer); or export ids "
                          "inputs only (text_signatures=False).")
-    model = _float32_copy(model)
+    model = float32_copy(model)
     _, pre = _make_preprocessor(model, spm_model_file, max_seq_length, do_lower_case, normalization)
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
@@ -298,7 +298,7 @@ def _warn_on_resplit(pre) -> None:
                         "TEXT_DIFFERENCES); send ids (--notext_signatures) where that matters.")
 
 
-def _float32_copy(model):
+def float32_copy(model):
     """The model itself when it computes in float32, else a float32 copy with its weights."""
     if getattr(model.dtype_policy, "compute_dtype", "float32") == "float32":
         return model

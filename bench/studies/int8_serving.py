@@ -7,8 +7,13 @@ ONNX Runtime's dynamic int8 (`quantize_dynamic`)? Answer: on the AVX2 kind (AMD 
 int8 gains nothing for any system there (int8 MatMuls run at about float32's rate without VNNI): ours int8 level
 with our float export (0.92x, rounds 0.78-1.06x) and with NNCF on Hugging Face's graphs, behind ONNX Runtime's
 dynamic int8 (0.93x, 0.86-0.99x); our float export level with OpenVINO on Hugging Face's graphs
-(bench/results/int8-avx2.md). The kinds with VNNI or AMX, where int8 is expected to pay, are not measured yet.
-Command: `python -m bench.studies.int8_serving --rounds 3`.
+(bench/results/int8-avx2.md). On AVX-512 with VNNI and bfloat16 (AMD EPYC Zen 4, two runs of 4 rounds, float
+parts in bfloat16): ours int8 ahead of our float export, 1.71x and 1.65x (rounds 1.54-1.89x); level with NNCF's
+int8 of Hugging Face's model from torch (0.91x, 0.98x; rounds 0.84-1.08x) and of its ONNX graph (0.95x, 0.98x);
+3.9x ONNX Runtime's dynamic int8 (bench/results/int8-avx512-bf16.md, -2.md). The node profile
+(`--rounds 0 --profile_calls 3`, int8-avx512-bf16-profile.md) shows where ours loses what its dense layers gain:
+stand-alone float32 FakeQuantize nodes on the packed 2-D activations (after NNCF's SmoothQuant multiplies).
+AMX not measured. Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
 
 The model is ALBERT-base's shape (albert_base_v2) with random weights, ours from `AlbertEncoder` (seed 0),
 Hugging Face's from `transformers.AlbertModel` (seed 0) exported to ONNX by bench/systems/onnx_runtimes.py.
@@ -16,9 +21,12 @@ Calibration: the same 300 real sentences (standard-library docstrings, 5-60 word
 tokenized by our preprocessor (the bench's SentencePiece model, padded to 30,000 pieces). Work: full-length
 batches of random ids (batch 32, seq 128: throughput; batch 1, seq 128: latency percentiles), the ids graphs
 only (the tokenizer's cost is the same for every row). Every system is compiled for one synchronous request
-with the thread count of bench/systems/threads.py, f32 inference precision (int8 rows: int8 MatMuls, the rest
-f32). Rounds are interleaved (every system once, then again); each round's ratios are paired, and each ratio is
-given as the median over rounds with its range: a range that crosses 1.0 is "level".
+with the thread count of bench/systems/threads.py. The OpenVINO rows run their float parts (the whole float
+graphs; in the int8 graphs what NNCF leaves in float) in the kind's precision (`--precision=auto`: bfloat16 on
+the amx and avx512-bf16 kinds, as OpenVINO and bench.run serve there, float32 elsewhere); ONNX Runtime runs
+float32. The report ends with the kernels that ran each OpenVINO row's dense layers (`dense_kernels`). Rounds
+are interleaved (every system once, then again); each round's ratios are paired, and each ratio is given as the
+median over rounds with its range: a range that crosses 1.0 is "level".
 """
 
 from __future__ import annotations
@@ -30,12 +38,13 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
+from bench import plan  # noqa: E402
 from bench.systems import common, threads  # noqa: E402
 
 CALIBRATION_SIZE = 300
@@ -56,13 +65,40 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return ordered[max(0, int(np.ceil(q / 100.0 * len(ordered))) - 1)]
 
 
-def _openvino(model_or_path) -> Callable:
+def openvino_precision_hint(precision: str) -> str:
+    """OpenVINO's INFERENCE_PRECISION_HINT for a bench precision: the float parts of every OpenVINO row (the
+    whole float graphs; in the int8 graphs, what NNCF leaves in float) run in it.
+
+    >>> openvino_precision_hint("bfloat16"), openvino_precision_hint("float32")
+    ('bf16', 'f32')
+    """
+    return {"bfloat16": "bf16", "float32": "f32"}[precision]
+
+
+def dense_kernels(compiled) -> Dict[str, int]:
+    """"kernel precision" -> count over the FullyConnected / MatMul nodes of a compiled OpenVINO model's runtime
+    graph, read after a call (kernels with dynamic shapes are chosen then): which kernel (e.g.
+    brgemm_avx512_bf16, brgemm_avx512_I8) runs the dense layers, in which precision. It says whether the int8
+    MatMuls reached integer kernels."""
+    counts: Dict[str, int] = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        text = {key: info[key].astype(str) for key in ("layerType", "primitiveType", "runtimePrecision") if key in info}
+        if text.get("layerType") not in ("FullyConnected", "MatMul"):
+            continue
+        key = f"{text['layerType']}: {text.get('primitiveType', '?')} {text.get('runtimePrecision', '?')}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _openvino(model_or_path, precision: str, compiled_models: Dict[str, object], name: str) -> Callable:
     import openvino as ov
 
     core = ov.Core()
-    compiled = core.compile_model(model_or_path, "CPU", {"PERFORMANCE_HINT": "LATENCY",
-                                                          "INFERENCE_PRECISION_HINT": "f32",
-                                                          **threads.openvino_config()})
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": openvino_precision_hint(precision),
+              **threads.openvino_config()}
+    compiled = core.compile_model(model_or_path, "CPU", config)
+    compiled_models[name] = (compiled, model_or_path)
     request = compiled.create_infer_request()
     return lambda feeds: request.infer(feeds)
 
@@ -79,9 +115,12 @@ def _hf_feeds(ids: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             "token_type_ids": ids["segment_ids"].astype(np.int64)}
 
 
-def build_systems(cache_dir: str, shape: str = "base") -> Dict[str, tuple]:
+def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: Dict[str, object]
+                  ) -> Dict[str, tuple]:
     """name -> (run(ids) callable, feeds converter): every system of the study, exported and quantized here
-    (`shape`: "base", or "tiny" for a smoke run)."""
+    (`shape`: "base", or "tiny" for a smoke run). The OpenVINO rows run their float parts in `precision`;
+    `compiled_models` gets each OpenVINO row's (compiled model, its source): the kernels are chosen at the first
+    call, and `node_profile` compiles the source again with PERF_COUNT."""
     import nncf
     import openvino as ov
 
@@ -113,13 +152,14 @@ def build_systems(cache_dir: str, shape: str = "base") -> Dict[str, tuple]:
     hf_direct_int8 = quantize(hf_direct.clone())
     print(f"NNCF on Hugging Face's graphs: {time.perf_counter() - started:.0f} s", flush=True)
     ours = lambda ids: {k: v.astype(np.int32) for k, v in ids.items()}  # noqa: E731
+    openvino_rows = {"HF model, OpenVINO from torch, float": hf_direct,
+                     "HF model, OpenVINO from torch, NNCF int8": hf_direct_int8,
+                     "ours float": os.path.join(float_dir, "model.xml"),
+                     "ours int8": os.path.join(int8_dir, "model.xml"),
+                     "HF graph, OpenVINO float": onnx_path, "HF graph, NNCF int8 (OpenVINO)": hf_int8}
+    run = {name: _openvino(model, precision, compiled_models, name) for name, model in openvino_rows.items()}
     return {
-        "HF model, OpenVINO from torch, float": (_openvino(hf_direct), _hf_feeds),
-        "HF model, OpenVINO from torch, NNCF int8": (_openvino(hf_direct_int8), _hf_feeds),
-        "ours float": (_openvino(os.path.join(float_dir, "model.xml")), ours),
-        "ours int8": (_openvino(os.path.join(int8_dir, "model.xml")), ours),
-        "HF graph, OpenVINO float": (_openvino(onnx_path), _hf_feeds),
-        "HF graph, NNCF int8 (OpenVINO)": (_openvino(hf_int8), _hf_feeds),
+        **{name: (run[name], ours if name.startswith("ours") else _hf_feeds) for name in openvino_rows},
         "HF graph, ONNX Runtime float": (_onnxruntime(onnx_path), _hf_feeds),
         "HF graph, ONNX Runtime dynamic int8": (_onnxruntime(onnx_runtimes._quantized(onnx_path)), _hf_feeds),
     }
@@ -144,9 +184,65 @@ def measure(systems: Dict[str, tuple], rounds: int, batch: int, steps: int, late
     return out
 
 
-def report(results: Dict[str, Dict[str, List[float]]], header: str, shape: str = "base") -> str:
-    """The markdown table of rates and latencies, then the paired ratios (median [range] over rounds)."""
-    lines = [header, "", f"| system (ALBERT {shape} shape, seq 128, f32 inference) | batch 32 seq/s, median [range] | "
+# The rows `node_profile` times node by node: ours int8, the int8 peers on OpenVINO, and our float export.
+PROFILED = ("ours int8", "HF model, OpenVINO from torch, NNCF int8", "HF graph, NNCF int8 (OpenVINO)", "ours float")
+
+
+def node_profile(systems: Dict[str, tuple], compiled_models: Dict[str, tuple], precision: str, batch: int,
+                 calls: int, seed: int) -> Dict[str, Dict[str, float]]:
+    """name -> {"node type (kernel)": median ms a call} over `calls` batch-`batch` calls with OpenVINO's
+    PERF_COUNT (a separate compilation of the same graph, so the timed rows carry no profiling cost)."""
+    import openvino as ov
+
+    from bench.studies import openvino_layers
+
+    ex = common.synthetic_pretraining_batch(batch, 128, 1, 30000, seed=seed)
+    ids = {k: ex[k] for k in ("input_ids", "input_mask", "segment_ids")}
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": openvino_precision_hint(precision),
+              "PERF_COUNT": True, **threads.openvino_config()}
+    out = {}
+    for name in PROFILED:
+        request = ov.Core().compile_model(compiled_models[name][1], "CPU", config).create_infer_request()
+        feeds = systems[name][1](ids)
+        request.infer(feeds)  # the first call chooses the kernels
+        per_call = []
+        for _ in range(calls):
+            request.infer(feeds)
+            per_call.append(openvino_layers.executed_nodes(request.get_profiling_info()))
+        sums = openvino_layers.per_call_sums(per_call, key=lambda node: f"{node[0]} ({node[1]})")
+        out[name] = {kind: statistics.median(ms) for kind, ms in sums.items()}
+    return out
+
+
+def render_profile(profile: Dict[str, Dict[str, float]], batch: int, share: float = 0.01) -> str:
+    """The node kinds that take at least `share` of some row's total, ms a call per row, then the totals.
+
+    >>> print(render_profile({"a": {"FC (x)": 9.0, "FQ (y)": 1.0}, "b": {"FC (x)": 10.0}}, 32))  # doctest: +ELLIPSIS
+    | node type (kernel), ms per batch-32 call | a | b |
+    |---|---|---|
+    | FC (x) | 9.0 | 10.0 |
+    | FQ (y) | 1.0 | - |
+    | all executed nodes | 10.0 | 10.0 |
+    """
+    names = list(profile)
+    totals = {n: sum(profile[n].values()) for n in names}
+    kinds = {k for n in names for k, ms in profile[n].items() if ms >= share * totals[n]}
+    first = names[0]
+    lines = [f"| node type (kernel), ms per batch-{batch} call | " + " | ".join(names) + " |",
+             "|" + "---|" * (len(names) + 1)]
+    for kind in sorted(kinds, key=lambda k: -profile[first].get(k, 0.0)):
+        lines.append(f"| {kind} | " + " | ".join(f"{profile[n][kind]:.1f}" if kind in profile[n] else "-"
+                                                 for n in names) + " |")
+    lines.append("| all executed nodes | " + " | ".join(f"{totals[n]:.1f}" for n in names) + " |")
+    return "\n".join(lines)
+
+
+def report(results: Dict[str, Dict[str, List[float]]], header: str, shape: str = "base",
+           precision: str = "float32", kernels: Optional[Dict[str, Dict[str, int]]] = None) -> str:
+    """The markdown table of rates and latencies, the paired ratios (median [range] over rounds), then the
+    kernels that ran each OpenVINO row's dense layers."""
+    float_parts = "f32" if precision == "float32" else f"OpenVINO rows' float parts in {precision}, ONNX Runtime f32"
+    lines = [header, "", f"| system (ALBERT {shape} shape, seq 128, {float_parts}) | batch 32 seq/s, median [range] | "
              "batch 1 p50 / p90 / p99 ms |", "|---|---|---|"]
     for name, r in results.items():
         rates, lat = r["seq_per_s"], r["latency_ms"]
@@ -158,6 +254,11 @@ def report(results: Dict[str, Dict[str, List[float]]], header: str, shape: str =
         low, high = min(ratios), max(ratios)
         verdict = "level" if low <= 1.0 <= high else ("ahead" if low > 1.0 else "behind")
         lines.append(f"| {a} / {b} | {statistics.median(ratios):.2f}x [{low:.2f}, {high:.2f}] | {verdict} |")
+    if kernels:
+        lines += ["", "| OpenVINO row | dense-layer nodes of the compiled graph: kernel, precision (count) |",
+                  "|---|---|"]
+        for name, counts in kernels.items():
+            lines.append(f"| {name} | " + "; ".join(f"{k} ({n})" for k, n in sorted(counts.items())) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -167,26 +268,44 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed batch-32 calls a round")
     parser.add_argument("--latency_calls", type=int, default=20, help="timed batch-1 calls a round")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random ids")
+    parser.add_argument("--profile_calls", type=int, default=3,
+                        help="batch-32 calls profiled node by node (PERF_COUNT) per PROFILED row; 0: none")
+    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
+                        help="the OpenVINO rows' float parts; auto: the CPU kind's (bench.plan.kind_precision)")
     parser.add_argument("--shape", choices=("base", "tiny"), default="base", help="tiny: a smoke run")
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "albert-tf-bench"))
     parser.add_argument("--out", default=None, help="default: bench/results/int8-<cpu kind>.md and .json")
     args = parser.parse_args(argv)
     cpu = common.cpu_description()
     kind = common.cpu_kind(cpu)
-    systems = build_systems(args.cache_dir, args.shape)
-    results = measure(systems, args.rounds, 32, args.steps, args.latency_calls, args.seed)
-    command = f"python -m bench.studies.int8_serving --rounds {args.rounds} --steps {args.steps} --shape {args.shape}"
+    precision = plan.kind_precision(kind) if args.precision == "auto" else args.precision
+    compiled_models: Dict[str, tuple] = {}
+    systems = build_systems(args.cache_dir, args.shape, precision, compiled_models)
+    record: Dict[str, object] = {}
+    sections = []
+    if args.rounds > 0:
+        record["results"] = measure(systems, args.rounds, 32, args.steps, args.latency_calls, args.seed)
+        record["dense_kernels"] = {name: dense_kernels(c) for name, (c, _) in compiled_models.items()}
+        sections.append(report(record["results"], "", args.shape, precision, record["dense_kernels"]).strip())
+    if args.profile_calls > 0:
+        record["profile"] = node_profile(systems, compiled_models, precision, 32, args.profile_calls, args.seed)
+        sections.append("Node by node (OpenVINO's PERF_COUNT, median of the profiled calls, every executed node "
+                        "summed by type and kernel; rows under 1% of every total left out):\n\n"
+                        + render_profile(record["profile"], 32))
+    command = (f"python -m bench.studies.int8_serving --rounds {args.rounds} --steps {args.steps} --shape {args.shape}"
+               f" --precision {args.precision} --profile_calls {args.profile_calls}")
     header = (f"# int8 serving on {common.cpu_line(cpu)} ({kind}), {threads.count()} threads\n\n"
               f"Command: `{command}` ({time.strftime('%Y-%m-%d')}); bench/studies/int8_serving.py says what runs.")
-    text = report(results, header, args.shape)
+    text = "\n\n".join([header] + sections) + "\n"
     print(text)
+    suffix = "" if precision == plan.kind_precision(kind) else f"-{precision}"
     out = args.out or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",
-                                   f"int8-{kind}")
+                                   f"int8-{kind}{suffix}")
     with open(out + ".md", "w", encoding="utf-8") as f:
         f.write(text)
     with open(out + ".json", "w", encoding="utf-8") as f:
         json.dump({"command": command, "cpu": cpu, "cpu_kind": kind, "threads": threads.count(),
-                   "results": results}, f, indent=1, sort_keys=True)
+                   "precision": precision, **record}, f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -178,3 +178,32 @@ def test_a_row_doing_other_work_is_counted_in_the_verdicts(tmp_path):
     assert quotes.verdicts_text(measurements) == (
         "1 paired ratios, one run: ours ahead in 1, level in 0, behind in 0 (1 of them against a row doing other "
         "work)")
+
+
+def _round_study(root, name, rates):
+    import pathlib
+
+    folder = pathlib.Path(root, "bench", "results")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(
+        {"results": {system: {"seq_per_s": r, "latency_ms": []} for system, r in rates.items()}}))
+
+
+def test_a_study_keeping_rounds_is_quoted_round_by_round(tmp_path):
+    # Hand-worked: rounds 4/2, 6/3, 3/2 -> ratios 2.0, 2.0, 1.5; a second study with 0.9, 1.2, 1.0.
+    _round_study(tmp_path, "s1", {"ours int8": [4.0, 6.0, 3.0], "peer int8": [2.0, 3.0, 2.0]})
+    _round_study(tmp_path, "s2", {"ours int8": [0.9, 1.2, 1.0], "peer int8": [1.0, 1.0, 1.0]})
+    root = str(tmp_path)
+    one = quotes.render_key("s1; rounds; ours int8 / peer int8", root)
+    assert one == "ours int8 ahead of peer int8: 2.00x (1.50-2.00x), one run"
+    assert quotes.render_key("s1, s2; rounds; ours int8 / peer int8", root) == (
+        "ours int8 level with peer int8: 1.00-2.00x over 2 runs (2.00x, 1.00x; repetitions 0.90-2.00x)")
+    assert quotes.problems(f"<!-- bench: s1; rounds; ours int8 / peer int8 -->{one}", root) == []
+    swapped = one.replace("ours int8 ahead of peer int8", "peer int8 ahead of ours int8")
+    assert quotes.problems(f"<!-- bench: s1; rounds; ours int8 / peer int8 -->{swapped}", root)
+    assert quotes.problems("int8 2.00x (bench/results/s1.md).", root)  # unkeyed
+    missing = quotes.problems("<!-- bench: s1; rounds; ours int8 / ONNX Runtime -->x", root)
+    assert len(missing) == 1 and "no row named 'ONNX Runtime'" in missing[0]
+    # A bench.run file has no per-round rates: refused as a rounds key.
+    _run_file(tmp_path, "k1", [2.2, 2.4, 2.6], [2.0, 2.0, 2.0])
+    assert "keeps no per-round rates" in quotes.problems("<!-- bench: k1; rounds; a / b -->x", root)[0]
