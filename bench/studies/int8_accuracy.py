@@ -192,6 +192,7 @@ def task_row(name: str, task_dir: str, max_seq_length: int) -> Dict[str, Any]:
     """Fine-tunes, exports ours in float and int8, quantizes the peer, and measures both on the same dev set."""
     import albert_tf
     import openvino as ov
+    import tensorflow as tf
 
     from albert_tf.export import int8
     from albert_tf.export.openvino import export_openvino, float32_copy
@@ -205,7 +206,7 @@ def task_row(name: str, task_dir: str, max_seq_length: int) -> Dict[str, Any]:
                                      max_seq_length=max_seq_length, **options)
                for kind, options in (("float", {}), ("int8", {"quantize": "int8", "calibration": calibration,
                                                             "dev": dev, "max_accuracy_drop": 100.0}))}
-    with open(os.path.join(exports["int8"], "assets", int8.QUANTIZATION_ASSET), encoding="utf-8") as f:
+    with tf.io.gfile.GFile(os.path.join(exports["int8"], "assets", int8.QUANTIZATION_ASSET)) as f:  # any --output_dir
         ours = json.load(f)["cost"]  # what albert-export itself reported
     pre = albert_tf.AlbertTextPreprocessor(os.path.join(FLAGS.pretrained_dir, "spm.model"),
                                            max_seq_length=max_seq_length)
