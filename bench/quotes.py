@@ -146,9 +146,14 @@ def mfu_text(measurements: Sequence[Measurement], header: dict, where: str, syst
     return (f"{system}: MFU {100 * r.median:.0f}% ({100 * r.low:.0f}-{100 * r.high:.0f}%) of {name}, one run")
 
 
-def load_round_study(root: str, name: str) -> Dict[str, List[float]]:
+# A study's per-round rates by the second field of its keys: "FILES; rounds; ..." quotes the study's main
+# workload, "FILES; text rounds; ..." its real-text batch (`bench/studies/int8_serving.py`).
+ROUND_METRICS = {"rounds": "seq_per_s", "text rounds": "text_seq_per_s"}
+
+
+def load_round_study(root: str, name: str, metric: str = "seq_per_s") -> Dict[str, List[float]]:
     """system -> its rate in each interleaved round, from a study's bench/results/<name>.json that keeps them
-    (`bench/studies/int8_serving.py`: {"results": {system: {"seq_per_s": [...]}}})."""
+    (`bench/studies/int8_serving.py`: {"results": {system: {"seq_per_s": [...], "text_seq_per_s": [...]}}})."""
     import json
 
     path = os.path.join(root, "bench", "results", name + ".json")
@@ -156,15 +161,16 @@ def load_round_study(root: str, name: str) -> Dict[str, List[float]]:
         raise QuoteError(f"bench/results/{name}.json does not exist")
     with open(path, encoding="utf-8") as f:
         results = json.load(f).get("results")
-    if not isinstance(results, dict) or not all(isinstance(r, dict) and "seq_per_s" in r for r in results.values()):
-        raise QuoteError(f"bench/results/{name}.json keeps no per-round rates (a study with rounds)")
-    return {system: r["seq_per_s"] for system, r in results.items()}
+    if not isinstance(results, dict) or not all(isinstance(r, dict) and metric in r for r in results.values()):
+        raise QuoteError(f"bench/results/{name}.json keeps no per-round rates of {metric!r} (a study with rounds)")
+    return {system: r[metric] for system, r in results.items()}
 
 
-def _ratio_over_study_runs(root: str, names: Sequence[str], ours: str, peer: str) -> List[stats.Ratio]:
+def _ratio_over_study_runs(root: str, names: Sequence[str], ours: str, peer: str,
+                           metric: str = "seq_per_s") -> List[stats.Ratio]:
     out = []
     for name in names:
-        rates = load_round_study(root, name)
+        rates = load_round_study(root, name, metric)
         for system in (ours, peer):
             if system not in rates:
                 raise QuoteError(f"{name}: no row named {system!r} (rows: {sorted(rates)})")
@@ -181,9 +187,9 @@ def render_key(key: str, root: str) -> str:
     names = [n.strip() for n in fields[0].split(",") if n.strip()]
     if not names:
         raise QuoteError(f"no run file named in {key!r}")
-    if len(fields) == 3 and fields[1] == "rounds" and " / " in fields[2]:
+    if len(fields) == 3 and fields[1] in ROUND_METRICS and " / " in fields[2]:
         ours, peer = (s.strip() for s in fields[2].split(" / ", 1))
-        return ratio_text(ours, peer, _ratio_over_study_runs(root, names, ours, peer))
+        return ratio_text(ours, peer, _ratio_over_study_runs(root, names, ours, peer, ROUND_METRICS[fields[1]]))
     loaded = [load_run(root, name) for name in names]
     runs = [(name, measurements) for name, (measurements, _) in zip(names, loaded)]
     if len(fields) == 2 and fields[1] == "verdicts" and len(runs) == 1:
@@ -193,7 +199,7 @@ def render_key(key: str, root: str) -> str:
     if len(fields) == 3 and " / " in fields[2]:
         ours, peer = (s.strip() for s in fields[2].split(" / ", 1))
         return ratio_text(ours, peer, _ratio_over_runs(runs, fields[1], ours, peer))
-    raise QuoteError(f"cannot read the key {key!r}: expected 'FILES; GROUP; OURS / PEER', 'FILES; rounds; "
+    raise QuoteError(f"cannot read the key {key!r}: expected 'FILES; GROUP; OURS / PEER', 'FILES; [text ]rounds; "
                      "OURS / PEER', 'FILE; verdicts' or 'FILE; GROUP; SYSTEM; mfu' (or peak)")
 
 

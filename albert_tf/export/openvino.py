@@ -172,7 +172,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
     work = tempfile.mkdtemp(prefix="albert-openvino-")
     try:
         # OpenVINO turns the weights into constants: trace the layers in the forms it runs fastest on `kind`.
-        with tracing_for_openvino(kind), _packed_tokens(model, pack_tokens):
+        with tracing_for_openvino(kind, quantized=bool(quantize)), _packed_tokens(model, pack_tokens):
             saved = export_saved_model(model, work, head=head, version=1, text_signatures=False,
                                        freeze_weights=False, label_names=label_names, max_seq_length=max_seq_length,
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,

@@ -13,6 +13,10 @@ patterns it runs fastest (`bench/studies/openvino_layers.py`, `bench/studies/ser
   768 x 3072 projection, `bench/results/serving_nodes_avx2_before.md`). On bfloat16 kinds (AMX, AVX-512
   BF16) every matmul runs on oneDNN's kernels, where the fused GELU costs nothing, so it stays fused there.
   An int8 export takes its kind's form too: its report's float figures are then those of the float export.
+- in an int8 graph, the tokens as one rank-3 [1, tokens, hidden] row, not a [tokens, hidden] matrix
+  (`tracing_tokens_in_rank3`): OpenVINO then fuses NNCF's activation quantizers (FakeQuantize) into the ops
+  before them; on the 2-D matrix it left them stand-alone, 50 of 1118 ms a batch-32 x 128 call on AVX-512 VNNI
+  (`bench/results/int8-avx512-bf16-profile.md`).
 
 The IR records the kind it was made for in its rt_info (["albert_tf", "target_cpu"]); it answers the same on any CPU.
 
@@ -52,8 +56,9 @@ def gelu_outside_matmuls(kind: str) -> bool:
 
 
 @contextlib.contextmanager
-def tracing_for_openvino(kind: str) -> Iterator[None]:
-    """Traces the layers within the context in the forms above, for CPUs of `kind`."""
+def tracing_for_openvino(kind: str, quantized: bool = False) -> Iterator[None]:
+    """Traces the layers within the context in the forms above, for CPUs of `kind` (`quantized`: for an int8
+    graph, whose tokens also stay rank-3)."""
     from absl import logging
 
     from albert_tf.layers import fused
@@ -64,6 +69,8 @@ def tracing_for_openvino(kind: str) -> Iterator[None]:
         stack.enter_context(fused.tracing_for_constant_weights())
         stack.enter_context(fused.tracing_layer_norms_for_openvino())
         stack.enter_context(fused.tracing_attention_scale_in_queries())
+        if quantized:
+            stack.enter_context(fused.tracing_tokens_in_rank3())
         if outside:
             stack.enter_context(fused.tracing_gelu_outside_matmuls())
         yield

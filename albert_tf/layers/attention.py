@@ -127,7 +127,8 @@ class AlbertAttention(keras.layers.Layer):
             scores = tf.cast(scores, tf.float32)
         probs = self.attention_dropout(tf.nn.softmax(scores, axis=-1), training=training)
         context = tf.matmul(tf.cast(probs, v.dtype), v)
-        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, self.hidden_size])
+        context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch_size, -1, self.hidden_size])
+        context = flatten_tokens(context)
         if packing is not None:
             context = pack_tokens(context, packing)
         out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)

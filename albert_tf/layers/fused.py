@@ -91,6 +91,19 @@ def attention_scale_in_queries() -> bool:
 
 
 @contextlib.contextmanager
+def tracing_tokens_in_rank3():
+    """Within this context, `flatten_tokens` gives the tokens as one [1, B*T, W] row instead of a [B*T, W]
+    matrix, and the dense layers, packing gathers and residual adds work on that rank-3 view.
+
+    For OpenVINO int8 graphs: NNCF puts a quantizer (FakeQuantize) on the input of every dense layer; on a
+    2-D [tokens, hidden] input OpenVINO's CPU plugin runs it as a node of its own, on the rank-3 view it fuses
+    it into the op before it (`python -m bench.studies.int8_serving --profile_calls 3`).
+    """
+    with _tracing_flag("rank3_tokens"):
+        yield
+
+
+@contextlib.contextmanager
 def tracing_gelu_outside_matmuls():
     """Within this context, `dense_2d` computes the tanh GELU as `x * sigmoid(2c (x + 0.044715 x^3))`,
     c = sqrt(2 / pi), the same function (0.5 (1 + tanh z) = sigmoid(2z)).
@@ -160,7 +173,7 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
 
     Args:
         layer: a built `keras.layers.Dense` with a bias.
-        x: [N, in] tensor.
+        x: [N, in] tensor (or [1, N, in] within `tracing_tokens_in_rank3()`).
         fuse_bias: False keeps the bias add out of the matmul op (for layers
             without an activation): with variable weights, TensorFlow runs a
             fused MatMul + BiasAdd as a oneDNN inner product on a plain gemm
@@ -185,7 +198,7 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
         kernel, bias = kernel * tf.constant(scale, dtype), bias * tf.constant(scale, dtype)
     activation = _activation(layer)
     y = tf.matmul(tf.cast(x, dtype), kernel)
-    if fuse_bias or getattr(_tracing, "constant_weights", False):
+    if fuse_bias or getattr(_tracing, "constant_weights", False) or y.shape.rank == 3:
         return activation(tf.nn.bias_add(y, bias))
     # A rank-3 view: the remapper fuses only a 2-D MatMul's direct bias add.
     y3 = tf.reshape(y, [1, -1, y.shape[-1]]) + bias
@@ -193,7 +206,9 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
 
 
 def flatten_tokens(x: tf.Tensor) -> tf.Tensor:
-    """[B, T, W] -> [B*T, W] (the static last dimension kept)."""
+    """[B, T, W] -> [B*T, W] (the static last dimension kept); [1, B*T, W] within `tracing_tokens_in_rank3()`."""
+    if getattr(_tracing, "rank3_tokens", False):
+        return tf.reshape(x, [1, -1, x.shape[-1]])
     return tf.reshape(x, [-1, x.shape[-1]])
 
 

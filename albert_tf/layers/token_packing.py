@@ -58,13 +58,13 @@ def token_packing(input_mask: tf.Tensor) -> TokenPacking:
 
 
 def pack_tokens(x2d: tf.Tensor, packing: TokenPacking) -> tf.Tensor:
-    """[B*T, W] -> [N, W], the real tokens' rows."""
-    return tf.gather(x2d, packing.index)
+    """[B*T, W] -> [N, W], the real tokens' rows (the rank-3 view [1, B*T, W] -> [1, N, W] alike)."""
+    return tf.gather(x2d, packing.index, axis=x2d.shape.rank - 2)
 
 
 def unpack_tokens(packed: tf.Tensor, packing: TokenPacking) -> tf.Tensor:
-    """[N, W] -> [B*T, W]; padding rows hold a copy of a real token's row."""
-    return tf.gather(packed, packing.unpack_index)
+    """[N, W] -> [B*T, W] (or [1, N, W] -> [1, B*T, W]); padding rows hold a copy of a real token's row."""
+    return tf.gather(packed, packing.unpack_index, axis=packed.shape.rank - 2)
 
 
 def unpack_tokens_zero_padding(packed: tf.Tensor, packing: TokenPacking) -> tf.Tensor:

@@ -165,22 +165,39 @@ def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: D
     }
 
 
+def text_batch(cache_dir: str, batch: int, seed: int) -> Dict[str, np.ndarray]:
+    """A batch of `batch` real sentences (5-60 words), tokenized by our preprocessor and padded to its longest
+    row, as a server pads a request's texts (Hugging Face's tokenizer with padding=True gives the same)."""
+    import albert_tf
+    from albert_tf.export import int8
+    from bench.systems import ours_openvino
+
+    spm = ours_openvino.padded_spm(common.spm_model(cache_dir), common.ALBERT_BASE["vocab_size"], cache_dir)
+    pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=128)
+    texts = int8.TextSet(common.mixed_length_sentences(batch, seed=seed + 1), source="docstring sentences")
+    return int8.ids_items(pre, texts, batch_size=batch)[0]
+
+
 def measure(systems: Dict[str, tuple], rounds: int, batch: int, steps: int, latency_calls: int,
-            seed: int) -> Dict[str, Dict[str, List[float]]]:
-    """name -> {"seq_per_s": one figure a round, "latency_ms": every batch-1 call's}: interleaved rounds."""
+            seed: int, text_ids: Dict[str, np.ndarray]) -> Dict[str, Dict[str, List[float]]]:
+    """name -> {"seq_per_s": one figure a round (full-length batches), "text_seq_per_s": one a round (the real-text
+    batch `text_ids`), "latency_ms": every batch-1 call's}: interleaved rounds."""
     ex = common.synthetic_pretraining_batch(batch, 128, 1, 30000, seed=seed)
     big = {k: ex[k] for k in ("input_ids", "input_mask", "segment_ids")}
     one = {k: v[:1] for k, v in big.items()}
-    out = {name: {"seq_per_s": [], "latency_ms": []} for name in systems}
+    out = {name: {"seq_per_s": [], "text_seq_per_s": [], "latency_ms": []} for name in systems}
     for r in range(rounds):
         for name, (run, convert) in systems.items():
-            feeds, single = convert(big), convert(one)
+            feeds, single, text = convert(big), convert(one), convert(text_ids)
             times = common.timed_calls(lambda: run(feeds), warmup=1, steps=steps)
             out[name]["seq_per_s"].append(batch / statistics.median(times))
+            times = common.timed_calls(lambda: run(text), warmup=1, steps=steps)
+            out[name]["text_seq_per_s"].append(len(text_ids["input_ids"]) / statistics.median(times))
             lat = common.timed_calls(lambda: run(single), warmup=2, steps=latency_calls)
             out[name]["latency_ms"].extend(1000.0 * t for t in lat)
-            print(f"round {r + 1}/{rounds} {name}: {out[name]['seq_per_s'][-1]:.2f} seq/s, batch-1 p50 "
-                  f"{_percentile(lat, 50) * 1000:.1f} ms", flush=True)
+            print(f"round {r + 1}/{rounds} {name}: {out[name]['seq_per_s'][-1]:.2f} seq/s, real text "
+                  f"{out[name]['text_seq_per_s'][-1]:.2f} seq/s, batch-1 p50 {_percentile(lat, 50) * 1000:.1f} ms",
+                  flush=True)
     return out
 
 
@@ -238,28 +255,43 @@ def render_profile(profile: Dict[str, Dict[str, float]], batch: int, share: floa
 
 
 def report(results: Dict[str, Dict[str, List[float]]], header: str, shape: str = "base",
-           precision: str = "float32", kernels: Optional[Dict[str, Dict[str, int]]] = None) -> str:
-    """The markdown table of rates and latencies, the paired ratios (median [range] over rounds), then the
-    kernels that ran each OpenVINO row's dense layers."""
+           precision: str = "float32", kernels: Optional[Dict[str, Dict[str, int]]] = None,
+           text_shape: str = "") -> str:
+    """The markdown table of rates and latencies, the paired ratios (median [range] over rounds) of each
+    workload, then the kernels that ran each OpenVINO row's dense layers."""
     float_parts = "f32" if precision == "float32" else f"OpenVINO rows' float parts in {precision}, ONNX Runtime f32"
-    lines = [header, "", f"| system (ALBERT {shape} shape, seq 128, {float_parts}) | batch 32 seq/s, median [range] | "
-             "batch 1 p50 / p90 / p99 ms |", "|---|---|---|"]
+    texts = all(r.get("text_seq_per_s") for r in results.values())
+    text_column = f" real text {text_shape} seq/s |" if texts else ""
+    lines = [header, "", f"| system (ALBERT {shape} shape, {float_parts}) | batch 32 x 128 seq/s, median [range] |"
+             f"{text_column} batch 1 x 128 p50 / p90 / p99 ms |", "|---|---|---|" + ("---|" if texts else "")]
     for name, r in results.items():
         rates, lat = r["seq_per_s"], r["latency_ms"]
-        lines.append(f"| {name} | {statistics.median(rates):.2f} [{min(rates):.2f}, {max(rates):.2f}] | "
+        text = f" {_median_range(r['text_seq_per_s'])} |" if texts else ""
+        lines.append(f"| {name} | {_median_range(rates)} |{text} "
                      f"{_percentile(lat, 50):.1f} / {_percentile(lat, 90):.1f} / {_percentile(lat, 99):.1f} |")
-    lines += ["", "| ratio (batch 32 throughput, paired per round) | median [range] | verdict |", "|---|---|---|"]
-    for a, b in RATIOS:
-        ratios = [x / y for x, y in zip(results[a]["seq_per_s"], results[b]["seq_per_s"])]
-        low, high = min(ratios), max(ratios)
-        verdict = "level" if low <= 1.0 <= high else ("ahead" if low > 1.0 else "behind")
-        lines.append(f"| {a} / {b} | {statistics.median(ratios):.2f}x [{low:.2f}, {high:.2f}] | {verdict} |")
+    for metric, what in (("seq_per_s", "batch 32 x 128"), ("text_seq_per_s", f"real text {text_shape}")):
+        if metric == "text_seq_per_s" and not texts:
+            continue
+        lines += ["", f"| ratio ({what} throughput, paired per round) | median [range] | verdict |", "|---|---|---|"]
+        for a, b in RATIOS:
+            ratios = [x / y for x, y in zip(results[a][metric], results[b][metric])]
+            low, high = min(ratios), max(ratios)
+            verdict = "level" if low <= 1.0 <= high else ("ahead" if low > 1.0 else "behind")
+            lines.append(f"| {a} / {b} | {statistics.median(ratios):.2f}x [{low:.2f}, {high:.2f}] | {verdict} |")
     if kernels:
         lines += ["", "| OpenVINO row | dense-layer nodes of the compiled graph: kernel, precision (count) |",
                   "|---|---|"]
         for name, counts in kernels.items():
             lines.append(f"| {name} | " + "; ".join(f"{k} ({n})" for k, n in sorted(counts.items())) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _median_range(rates: Sequence[float]) -> str:
+    """
+    >>> _median_range([2.0, 1.0, 4.0])
+    '2.00 [1.00, 4.00]'
+    """
+    return f"{statistics.median(rates):.2f} [{min(rates):.2f}, {max(rates):.2f}]"
 
 
 def main(argv=None) -> None:
@@ -284,9 +316,20 @@ def main(argv=None) -> None:
     record: Dict[str, object] = {}
     sections = []
     if args.rounds > 0:
-        record["results"] = measure(systems, args.rounds, 32, args.steps, args.latency_calls, args.seed)
+        text_ids = text_batch(args.cache_dir, 32, args.seed)
+        real = text_ids["input_mask"].sum(axis=1)
+        record["text_batch"] = {"rows": len(real), "padded_length": int(text_ids["input_ids"].shape[1]),
+                                "real_tokens": int(real.sum()), "shortest": int(real.min()), "longest": int(real.max())}
+        text_shape = f"batch 32 x {record['text_batch']['padded_length']}"
+        record["results"] = measure(systems, args.rounds, 32, args.steps, args.latency_calls, args.seed, text_ids)
         record["dense_kernels"] = {name: dense_kernels(c) for name, (c, _) in compiled_models.items()}
-        sections.append(report(record["results"], "", args.shape, precision, record["dense_kernels"]).strip())
+        sections.append(report(record["results"], "", args.shape, precision, record["dense_kernels"],
+                               text_shape).strip())
+        batch_info = record["text_batch"]
+        sections.append(f"Real text: {batch_info['rows']} docstring sentences of {batch_info['shortest']}-"
+                        f"{batch_info['longest']} tokens ({batch_info['real_tokens']} real of "
+                        f"{batch_info['rows'] * batch_info['padded_length']} positions), padded to the longest; "
+                        "every system gets the same arrays.")
     if args.profile_calls > 0:
         record["profile"] = node_profile(systems, compiled_models, precision, 32, args.profile_calls, args.seed)
         sections.append("Node by node (OpenVINO's PERF_COUNT, median of the profiled calls, every executed node "

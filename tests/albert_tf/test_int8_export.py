@@ -132,12 +132,25 @@ def _int8_ops(path):
 _CORE = None
 
 
+def _quantizer_input_ranks(path):
+    """The input rank of each FakeQuantize in the transformer blocks of the saved IR."""
+    import openvino_tokenizers  # noqa: F401
+
+    return [op.input(0).get_source_output().get_partial_shape().rank.get_length()
+            for op in _CORE.read_model(os.path.join(path, "model.xml")).get_ops()
+            if op.get_type_name() == "FakeQuantize" and "transformer" in op.get_friendly_name()]
+
+
 @pytest.mark.parametrize("name", ["single_int8", "pair_int8", "regression_int8", "encoder_int8"])
 def test_int8_model_holds_int8_matmuls(exports, name):
     fake, weights = _int8_ops(exports["exports"][name])
     # The embedding projection and each layer's 6 dense layers (q, k, v, attention output, FFN in, FFN out; the
     # tiny config has 2 layers) hold int8 weights, and each layer quantizes at least the 4 distinct inputs of those.
     assert weights >= 1 + 2 * 6 and fake >= 2 * 4, (fake, weights)
+    # The blocks' activations reach their quantizers rank-3 ([1, tokens, hidden]), which OpenVINO fuses into the
+    # op before them; on a 2-D [tokens, hidden] input they ran as stand-alone nodes (openvino_form).
+    ranks = _quantizer_input_ranks(exports["exports"][name])
+    assert len(ranks) >= 2 * 4 and set(ranks) == {3}, ranks
     assert _int8_ops(exports["exports"][name.replace("int8", "float")]) == (0, 0)
 
 

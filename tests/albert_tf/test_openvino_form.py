@@ -71,6 +71,33 @@ def test_each_kinds_form_computes_the_encoders_outputs(kind, hidden_act):
     assert bool({"Erf", "Erfc"} & ops) == (hidden_act == "gelu_exact"), ops
 
 
+def _dense_input_ranks(fn, inputs):
+    """The rank of the first input of every matmul by a 2-D kernel (the dense layers) in fn's graph."""
+    graph = tf.function(fn).get_concrete_function({k: tf.constant(v) for k, v in inputs.items()}).graph
+    return [op.inputs[0].shape.rank for op in graph.get_operations()
+            if op.type in ("MatMul", "BatchMatMulV2") and op.inputs[1].shape.rank == 2]
+
+
+@pytest.mark.parametrize("packs_tokens", [False, True])
+def test_the_int8_form_computes_the_same_outputs_on_rank3_tokens(packs_tokens):
+    """An int8 graph keeps the tokens rank-3 ([1, tokens, hidden]) through every dense layer of the blocks, packed
+    or not: same outputs as the 2-D form, including a padded row and an all-padding row."""
+    encoder, ids = _encoder("gelu"), _ids(batch=4)
+    ids["input_mask"][3, :] = 0
+    encoder.inference_packs_tokens = packs_tokens
+    want = encoder(ids, training=False)
+    plain = _dense_input_ranks(lambda x: encoder(x, training=False)["pooled_output"], ids)
+    with openvino_form.tracing_for_openvino("avx512-bf16", quantized=True):
+        got = encoder(ids, training=False)
+        ranks = _dense_input_ranks(lambda x: encoder(x, training=False)["pooled_output"], ids)
+    for name in ("sequence_output", "pooled_output"):
+        scale = max(1.0, float(np.max(np.abs(want[name]))))
+        assert np.max(np.abs(np.asarray(got[name]) - np.asarray(want[name]))) <= RELATIVE * scale, name
+    # 2 layers x 6 dense layers (q, k, v, attention output, FFN in and out) go from 2-D to rank-3 inputs; the
+    # embedding projection (Keras's Dense: a 2-D MatMul in TensorFlow's graph) and the pooler stay 2-D.
+    assert sorted(plain) == [2] * (2 * 6 + 2) and sorted(ranks) == [2] * 2 + [3] * (2 * 6), (plain, ranks)
+
+
 # ------------------------------------------------------------------ OpenVINO
 def _fused_into_matmuls(ov, path):
     """The names of the ops OpenVINO's CPU plugin fused into each FullyConnected node (its MatMul and bias add

@@ -77,3 +77,22 @@ def test_answer_changes_counts_broken_fixed_and_changed_answers_by_hand():
     changes = int8_accuracy.answer_changes(model(identity), model(swap_first_two), items, labels)
     assert (changes["broken"], changes["fixed"], changes["changed"]) == (1, 2, 3)
     assert changes["drop_standard_error"] == pytest.approx(100.0 * np.sqrt(3) / 4)
+
+
+def test_the_serving_report_gives_each_workloads_paired_ratios_by_hand():
+    # Hand-worked rounds: every row 10 seq/s on full-length batches; on the real-text batch "ours int8" 30, 24, 36
+    # against 10, 12, 12 for every other row -> ours int8 / any peer: 3.0, 2.0, 3.0 (median 3.00x, ahead).
+    names = {name for pair in int8_serving.RATIOS for name in pair}
+    results = {name: {"seq_per_s": [10.0, 10.0, 10.0], "latency_ms": [5.0, 6.0, 7.0],
+                      "text_seq_per_s": [30.0, 24.0, 36.0] if name == "ours int8" else [10.0, 12.0, 12.0]}
+               for name in sorted(names)}
+    text = int8_serving.report(results, "# run", text_shape="batch 32 x 90")
+    main, real = text.split("| ratio (batch 32 x 128 throughput")[1].split("| ratio (real text batch 32 x 90")
+    assert "| ours int8 / ours float | 1.00x [1.00, 1.00] | level |" in main
+    assert "| ours int8 / HF model, OpenVINO from torch, NNCF int8 | 3.00x [2.00, 3.00] | ahead |" in real
+    assert "| ours float / HF graph, ONNX Runtime float | 1.00x [1.00, 1.00] | level |" in real
+    assert "| ours int8 | 10.00 [10.00, 10.00] | 30.00 [24.00, 36.00] | 6.0 / 7.0 / 7.0 |" in text
+    # A run without the real-text workload (before it existed) reports the full-length batches only.
+    for r in results.values():
+        del r["text_seq_per_s"]
+    assert "real text" not in int8_serving.report(results, "# run")

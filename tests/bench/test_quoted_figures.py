@@ -207,3 +207,22 @@ def test_a_study_keeping_rounds_is_quoted_round_by_round(tmp_path):
     # A bench.run file has no per-round rates: refused as a rounds key.
     _run_file(tmp_path, "k1", [2.2, 2.4, 2.6], [2.0, 2.0, 2.0])
     assert "keeps no per-round rates" in quotes.problems("<!-- bench: k1; rounds; a / b -->x", root)[0]
+
+
+def test_a_studys_second_workload_is_quoted_from_its_own_rounds(tmp_path):
+    # Hand-worked: the real-text rounds 6/2, 8/4, 9/3 -> ratios 3.0, 2.0, 3.0; the main workload's are 1.0.
+    folder = tmp_path / "bench" / "results"
+    folder.mkdir(parents=True)
+    (folder / "s3.json").write_text(json.dumps({"results": {
+        "ours": {"seq_per_s": [2.0, 2.0, 2.0], "text_seq_per_s": [6.0, 8.0, 9.0]},
+        "peer": {"seq_per_s": [2.0, 2.0, 2.0], "text_seq_per_s": [2.0, 4.0, 3.0]}}}))
+    root = str(tmp_path)
+    text = quotes.render_key("s3; text rounds; ours / peer", root)
+    assert text == "ours ahead of peer: 3.00x (2.00-3.00x), one run"
+    assert quotes.render_key("s3; rounds; ours / peer", root) == "ours level with peer: 1.00x (1.00-1.00x), one run"
+    # The main workload's figure under the text key (or the reverse) is a wrong quote.
+    assert quotes.problems(f"<!-- bench: s3; text rounds; ours / peer -->{text}", root) == []
+    assert quotes.problems("<!-- bench: s3; rounds; ours / peer -->" + text, root)
+    # A study without the second workload is refused as a text key, by the metric's name.
+    _round_study(tmp_path, "s4", {"ours": [1.0, 1.0, 1.0], "peer": [1.0, 1.0, 1.0]})
+    assert "'text_seq_per_s'" in quotes.problems("<!-- bench: s4; text rounds; ours / peer -->x", root)[0]
