@@ -8,19 +8,22 @@ int8 gains nothing for any system there (int8 MatMuls run at about float32's rat
 with our float export (0.92x, rounds 0.78-1.06x) and with NNCF on Hugging Face's graphs, behind ONNX Runtime's
 dynamic int8 (0.93x, 0.86-0.99x); our float export level with OpenVINO on Hugging Face's graphs
 (bench/results/int8-avx2.md). On AVX-512 with VNNI and bfloat16 (AMD EPYC Zen 4, two runs of 4 rounds, float
-parts in bfloat16): ours int8 ahead of our float export, 1.71x and 1.65x (rounds 1.54-1.89x); level with NNCF's
-int8 of Hugging Face's model from torch (0.91x, 0.98x; rounds 0.84-1.08x) and of its ONNX graph (0.95x, 0.98x);
-3.9x ONNX Runtime's dynamic int8 (bench/results/int8-avx512-bf16.md, -2.md). The node profile
-(`--rounds 0 --profile_calls 3`, int8-avx512-bf16-profile.md) shows where ours loses what its dense layers gain:
-stand-alone float32 FakeQuantize nodes on the packed 2-D activations (after NNCF's SmoothQuant multiplies).
-AMX not measured. Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
+parts in bfloat16; bench/results/int8-avx512-bf16.md, -2.md): ours int8 ahead of our float export, 1.65x and
+1.88x on full-length batches (rounds 1.59-2.03x), 1.71x and 1.79x on real text; on full-length batches level
+with NNCF's int8 of Hugging Face's model from torch (0.95x, 1.01x; rounds 0.92-1.09x) and of its ONNX graph
+(1.00x, 1.06x): the node profile (`--profile_calls 3`, at the end of run 1) puts both graphs at the same cost,
+dense layers included; on a batch of real sentences padded to its longest, ours (dense layers on the real tokens
+only) 1.55x and 1.79x the peer from torch (rounds 1.39-1.87x); 3.8-4.4x ONNX Runtime's dynamic int8. Before
+int8 exports kept their tokens rank-3, ours ran NNCF's quantizers as stand-alone float32 FakeQuantize nodes on
+2-D activations (int8-avx512-bf16-profile.md: 50 of 1118 ms a call). AMX not measured. Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
 
 The model is ALBERT-base's shape (albert_base_v2) with random weights, ours from `AlbertEncoder` (seed 0),
 Hugging Face's from `transformers.AlbertModel` (seed 0) exported to ONNX by bench/systems/onnx_runtimes.py.
 Calibration: the same 300 real sentences (standard-library docstrings, 5-60 words) for both NNCF calls,
 tokenized by our preprocessor (the bench's SentencePiece model, padded to 30,000 pieces). Work: full-length
-batches of random ids (batch 32, seq 128: throughput; batch 1, seq 128: latency percentiles), the ids graphs
-only (the tokenizer's cost is the same for every row). Every system is compiled for one synchronous request
+batches of random ids (batch 32, seq 128: throughput; batch 1, seq 128: latency percentiles) and a batch of 32
+other real sentences padded to its longest (`text_batch`: where our export's token packing skips the padding and
+the peers compute it), the ids graphs only (the tokenizer's cost is the same for every row). Every system is compiled for one synchronous request
 with the thread count of bench/systems/threads.py. The OpenVINO rows run their float parts (the whole float
 graphs; in the int8 graphs what NNCF leaves in float) in the kind's precision (`--precision=auto`: bfloat16 on
 the amx and avx512-bf16 kinds, as OpenVINO and bench.run serve there, float32 elsewhere); ONNX Runtime runs
