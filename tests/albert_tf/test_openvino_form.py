@@ -50,9 +50,13 @@ def _ids(batch=3, length=10, seed=0):
     return {"input_ids": ids, "input_mask": mask, "segment_ids": np.zeros_like(ids)}
 
 
+def _graph_ops(fn, inputs):
+    """The ops of fn's traced graph on `inputs`."""
+    return tf.function(fn).get_concrete_function({k: tf.constant(v) for k, v in inputs.items()}).graph.get_operations()
+
+
 def _ops(fn, inputs):
-    graph = tf.function(fn).get_concrete_function({k: tf.constant(v) for k, v in inputs.items()}).graph
-    return {op.type for op in graph.get_operations()}
+    return {op.type for op in _graph_ops(fn, inputs)}
 
 
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_exact"])
@@ -73,8 +77,7 @@ def test_each_kinds_form_computes_the_encoders_outputs(kind, hidden_act):
 
 def _dense_input_ranks(fn, inputs):
     """The rank of the first input of every matmul by a 2-D kernel (the dense layers) in fn's graph."""
-    graph = tf.function(fn).get_concrete_function({k: tf.constant(v) for k, v in inputs.items()}).graph
-    return [op.inputs[0].shape.rank for op in graph.get_operations()
+    return [op.inputs[0].shape.rank for op in _graph_ops(fn, inputs)
             if op.type in ("MatMul", "BatchMatMulV2") and op.inputs[1].shape.rank == 2]
 
 
