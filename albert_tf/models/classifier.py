@@ -78,6 +78,7 @@ class AlbertClassifier(TaskModel):
 
     task_type = "classification"
     inference_rows_per_bucket = DEFAULT_ROWS_PER_BUCKET  # the head reads only the pooled output
+    reads_pooled_output_only = True
     init_arguments = ("num_classes", "label_names", "dropout_rate", "pooling", "text_pairs")
 
     def __init__(self, config: AlbertConfig, num_classes: int, *,
@@ -100,6 +101,7 @@ class AlbertClassifier(TaskModel):
         if pooling == "mean":
             # Bucketed inference computes only the pooled output; the mean needs the whole sequence.
             self.inference_rows_per_bucket = None
+            self.reads_pooled_output_only = False
             # The pooler gets no gradient: as a trainable variable the optimizer built for a resume would
             # hold slots the training run never made (a checkpoint of another layout).
             self.encoder.pooler.trainable = False

@@ -89,7 +89,14 @@ class AlbertEncoder(ConfigModel):
         )
         self(_dummy_inputs())
 
-    def call(self, inputs: Mapping[str, tf.Tensor], training=None, return_all_layers: bool = False):
+    def call(self, inputs: Mapping[str, tf.Tensor], training=None, return_all_layers: bool = False,
+             pooled_output_only: bool = False):
+        """The outputs of `inputs` (see the class docstring).
+
+        `pooled_output_only`: returns only `pooled_output`, and the last block computes only what it needs, the
+        [CLS] position (every position still a key of its attention): the same pooled output for about a sixth
+        of the last block's work (a 12-layer model: about 7% less in all). For heads that read nothing else.
+        """
         if not isinstance(inputs, Mapping) or "input_ids" not in inputs:
             raise ValueError(
                 "AlbertEncoder expects a dict with at least 'input_ids' (and optionally "
@@ -97,6 +104,8 @@ class AlbertEncoder(ConfigModel):
                 + (f" with keys {sorted(inputs)}" if isinstance(inputs, Mapping) else "")
                 + "."
             )
+        if pooled_output_only and return_all_layers:
+            raise ValueError("pooled_output_only=True returns the pooled output only; it cannot also return_all_layers.")
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
         if input_ids.shape.rank != 2:
             raise ValueError(f"input_ids must have shape [batch, seq_length], got {input_ids.shape}.")
@@ -108,18 +117,22 @@ class AlbertEncoder(ConfigModel):
         x = self.embeddings(input_ids, segment_ids, training=training)
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
+        mask_bias = attention_mask_bias(input_mask)
         if self.inference_packs_tokens and not training:
             packing = token_packing.token_packing(input_mask)
-            packed = self.transformer(token_packing.pack_tokens(flatten_tokens(x), packing),
-                                      attention_mask_bias(input_mask), training=training, packing=packing)
-            # Only what is returned goes back to [B, T, H].
-            layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) if keep else p
-                      for keep, p in zip([return_all_layers] * (len(packed) - 1) + [True], packed)]
+            layers = self.transformer(token_packing.pack_tokens(flatten_tokens(x), packing), mask_bias,
+                                      training=training, packing=packing,
+                                      last_block_first_token_only=pooled_output_only)
+            if not pooled_output_only:
+                # Only what is returned goes back to [B, T, H].
+                layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) if keep else p
+                          for keep, p in zip([return_all_layers] * (len(layers) - 1) + [True], layers)]
         else:
-            layers = self.transformer(x, attention_mask_bias(input_mask), training=training)
-        sequence_output = layers[-1]
-        pooled_output = self.pooler(sequence_output[:, 0])
-        outputs = {"sequence_output": sequence_output, "pooled_output": pooled_output}
+            layers = self.transformer(x, mask_bias, training=training, last_block_first_token_only=pooled_output_only)
+        pooled_output = self.pooler(layers[-1][:, 0])
+        if pooled_output_only:
+            return {"pooled_output": pooled_output}
+        outputs = {"sequence_output": layers[-1], "pooled_output": pooled_output}
         if return_all_layers:
             outputs["all_layers"] = layers
         return outputs

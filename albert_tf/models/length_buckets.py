@@ -32,7 +32,7 @@ def pooled_output_in_buckets(encoder: Callable[..., Dict[str, tf.Tensor]],
     `tf.while_loop` over the buckets, so the encoder is traced once).
 
     Args:
-        encoder: an `AlbertEncoder` (called with `training=False`).
+        encoder: an `AlbertEncoder` (called with `training=False, pooled_output_only=True`).
         features: `input_ids`, `input_mask`, `segment_ids`, int [B, T].
         rows_per_bucket: rows per encoder call.
 
@@ -66,7 +66,7 @@ def pooled_output_in_buckets(encoder: Callable[..., Dict[str, tf.Tensor]],
         # [1] keeps the max defined (and T >= 1) for an empty batch.
         longest = tf.reduce_max(tf.concat([sorted_lengths[start:end], [1]], axis=0))
         inputs = {k: v[start:end, :longest] for k, v in sorted_inputs.items()}
-        return encoder(inputs, training=False)["pooled_output"]
+        return encoder(inputs, training=False, pooled_output_only=True)["pooled_output"]
 
     num_buckets = tf.maximum((rows + size - 1) // size, 1)
     first = bucket(0)

@@ -45,6 +45,7 @@ class AlbertMultipleChoice(TaskModel):
     """
 
     task_type = "multiple_choice"
+    reads_pooled_output_only = True  # see TaskModel
     init_arguments = ("num_choices", "max_qa_length", "dropout_rate")
 
     def __init__(self, config: AlbertConfig, num_choices: int, *,
@@ -92,7 +93,7 @@ class AlbertMultipleChoice(TaskModel):
         ids = features["input_ids"]
         shape = tf.shape(ids)
         flat = {k: tf.reshape(v, [-1, shape[-1]]) for k, v in self.encoder_inputs(features).items()}
-        pooled = self.encoder(flat, training=training)["pooled_output"]
+        pooled = self.encoder(flat, training=training, pooled_output_only=self.reads_pooled_output_only)["pooled_output"]
         logits = self.head(self.dropout(pooled, training=training))
         return tf.cast(tf.reshape(logits, [shape[0], shape[1]]), tf.float32)
 

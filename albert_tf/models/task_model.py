@@ -168,6 +168,10 @@ class TaskModel(keras.Model):
     # training) then runs the encoder in length-sorted buckets of this many
     # rows, never on a long row's padding (`albert_tf.models.length_buckets`).
     inference_rows_per_bucket: Optional[int] = None
+    # Heads that read nothing but the pooled output set this: the encoder's last
+    # block then computes the [CLS] position only (`AlbertEncoder`'s
+    # `pooled_output_only`), in training, inference and every export.
+    reads_pooled_output_only: bool = False
 
     def __init__(self, config: AlbertConfig, *, preprocessor: Optional[AlbertTextPreprocessor] = None, **kwargs):
         super().__init__(**kwargs)
@@ -242,7 +246,8 @@ class TaskModel(keras.Model):
             outputs = {"pooled_output": pooled_output_in_buckets(
                 self.encoder, self.encoder_inputs(features), self.inference_rows_per_bucket)}
         else:
-            outputs = self.encoder(self.encoder_inputs(features), training=training)
+            outputs = self.encoder(self.encoder_inputs(features), training=training,
+                                   pooled_output_only=self.reads_pooled_output_only)
         return self._head(features, outputs, training)
 
     def _head(self, features, outputs, training):

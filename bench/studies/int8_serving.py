@@ -118,10 +118,24 @@ def _hf_feeds(ids: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             "token_type_ids": ids["segment_ids"].astype(np.int64)}
 
 
-def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: Dict[str, object]
-                  ) -> Dict[str, tuple]:
+def our_model(config, model: str):
+    """Ours with seed-0 weights: `AlbertEncoder` ("encoder") or a two-label `AlbertClassifier` ("classifier")."""
+    import keras
+
+    import albert_tf
+    from bench.systems import onnx_runtimes, ours_openvino
+
+    if model == "encoder":
+        return ours_openvino._encoder(config)
+    keras.utils.set_random_seed(0)
+    return albert_tf.AlbertClassifier(config, onnx_runtimes.CLASSIFIER_LABELS)
+
+
+def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: Dict[str, object],
+                  model: str = "encoder") -> Dict[str, tuple]:
     """name -> (run(ids) callable, feeds converter): every system of the study, exported and quantized here
-    (`shape`: "base", or "tiny" for a smoke run). The OpenVINO rows run their float parts in `precision`;
+    (`shape`: "base", or "tiny" for a smoke run; `model`: a key of `onnx_runtimes.HEADS`, the same head on
+    every side). The OpenVINO rows run their float parts in `precision`;
     `compiled_models` gets each OpenVINO row's (compiled model, its source): the kernels are chosen at the first
     call, and `node_profile` compiles the source again with PERF_COUNT."""
     import nncf
@@ -134,16 +148,16 @@ def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: D
 
     spm = ours_openvino.padded_spm(common.spm_model(cache_dir), common.ALBERT_BASE["vocab_size"], cache_dir)
     config = albert_tf.AlbertConfig(**common.shape_dims(shape))  # "gelu" is the tanh form, HF's gelu_new
-    encoder = ours_openvino._encoder(config)
+    ours_model = our_model(config, model)
     texts = int8.TextSet(common.mixed_length_sentences(CALIBRATION_SIZE, seed=0), source="docstring sentences")
     work = tempfile.mkdtemp(prefix="int8-study-", dir=cache_dir)
     started = time.perf_counter()
-    float_dir = export_openvino(encoder, os.path.join(work, "float"), spm_model_file=spm, text_signatures=False,
+    float_dir = export_openvino(ours_model, os.path.join(work, "float"), spm_model_file=spm, text_signatures=False,
                                 max_seq_length=128)
-    int8_dir = export_openvino(encoder, os.path.join(work, "int8"), spm_model_file=spm, text_signatures=False,
+    int8_dir = export_openvino(ours_model, os.path.join(work, "int8"), spm_model_file=spm, text_signatures=False,
                                max_seq_length=128, quantize="int8", calibration=texts)
     print(f"our exports (float, int8): {time.perf_counter() - started:.0f} s", flush=True)
-    onnx_path = onnx_runtimes.export_onnx(hf._config(shape=shape), cache_dir)
+    onnx_path = onnx_runtimes.export_onnx(hf._config(shape=shape), cache_dir, model)
     pre = albert_tf.AlbertTextPreprocessor(spm, max_seq_length=128)
     items = [_hf_feeds(item) for item in int8.ids_items(pre, texts)]
     started = time.perf_counter()
@@ -151,7 +165,7 @@ def build_systems(cache_dir: str, shape: str, precision: str, compiled_models: D
                                            subset_size=len(items))
     hf_int8 = quantize(ov.convert_model(onnx_path))
     # OpenVINO's own converter on the PyTorch model (optimum-intel's path), not through ONNX.
-    hf_direct = ov.Core().read_model(onnx_runtimes.convert_from_torch(hf._config(shape=shape), cache_dir))
+    hf_direct = ov.Core().read_model(onnx_runtimes.convert_from_torch(hf._config(shape=shape), cache_dir, model))
     hf_direct_int8 = quantize(hf_direct.clone())
     print(f"NNCF on Hugging Face's graphs: {time.perf_counter() - started:.0f} s", flush=True)
     ours = lambda ids: {k: v.astype(np.int32) for k, v in ids.items()}  # noqa: E731
@@ -259,13 +273,14 @@ def render_profile(profile: Dict[str, Dict[str, float]], batch: int, share: floa
 
 def report(results: Dict[str, Dict[str, List[float]]], header: str, shape: str = "base",
            precision: str = "float32", kernels: Optional[Dict[str, Dict[str, int]]] = None,
-           text_shape: str = "") -> str:
+           text_shape: str = "", model: str = "encoder") -> str:
     """The markdown table of rates and latencies, the paired ratios (median [range] over rounds) of each
     workload, then the kernels that ran each OpenVINO row's dense layers."""
     float_parts = "f32" if precision == "float32" else f"OpenVINO rows' float parts in {precision}, ONNX Runtime f32"
     texts = all(r.get("text_seq_per_s") for r in results.values())
     text_column = f" real text {text_shape} seq/s |" if texts else ""
-    lines = [header, "", f"| system (ALBERT {shape} shape, {float_parts}) | batch 32 x 128 seq/s, median [range] |"
+    what = "" if model == "encoder" else f" {model}"
+    lines = [header, "", f"| system (ALBERT {shape} shape{what}, {float_parts}) | batch 32 x 128 seq/s, median [range] |"
              f"{text_column} batch 1 x 128 p50 / p90 / p99 ms |", "|---|---|---|" + ("---|" if texts else "")]
     for name, r in results.items():
         rates, lat = r["seq_per_s"], r["latency_ms"]
@@ -308,6 +323,9 @@ def main(argv=None) -> None:
     parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="auto",
                         help="the OpenVINO rows' float parts; auto: the CPU kind's (bench.plan.kind_precision)")
     parser.add_argument("--shape", choices=("base", "tiny"), default="base", help="tiny: a smoke run")
+    parser.add_argument("--model", choices=("encoder", "classifier"), default="encoder",
+                        help="what every system serves: the encoder (pooled and sequence outputs) or a two-label "
+                             "sequence classifier (logits)")
     parser.add_argument("--cache_dir", default=os.path.join(tempfile.gettempdir(), "albert-tf-bench"))
     parser.add_argument("--out", default=None, help="default: bench/results/int8-<cpu kind>.md and .json")
     args = parser.parse_args(argv)
@@ -315,7 +333,7 @@ def main(argv=None) -> None:
     kind = common.cpu_kind(cpu)
     precision = plan.kind_precision(kind) if args.precision == "auto" else args.precision
     compiled_models: Dict[str, tuple] = {}
-    systems = build_systems(args.cache_dir, args.shape, precision, compiled_models)
+    systems = build_systems(args.cache_dir, args.shape, precision, compiled_models, args.model)
     record: Dict[str, object] = {}
     sections = []
     if args.rounds > 0:
@@ -327,7 +345,7 @@ def main(argv=None) -> None:
         record["results"] = measure(systems, args.rounds, 32, args.steps, args.latency_calls, args.seed, text_ids)
         record["dense_kernels"] = {name: dense_kernels(c) for name, (c, _) in compiled_models.items()}
         sections.append(report(record["results"], "", args.shape, precision, record["dense_kernels"],
-                               text_shape).strip())
+                               text_shape, args.model).strip())
         batch_info = record["text_batch"]
         sections.append(f"Real text: {batch_info['rows']} docstring sentences of {batch_info['shortest']}-"
                         f"{batch_info['longest']} tokens ({batch_info['real_tokens']} real of "
@@ -339,19 +357,20 @@ def main(argv=None) -> None:
                         "summed by type and kernel; rows under 1% of every total left out):\n\n"
                         + render_profile(record["profile"], 32))
     command = (f"python -m bench.studies.int8_serving --rounds {args.rounds} --steps {args.steps} --shape {args.shape}"
-               f" --precision {args.precision} --profile_calls {args.profile_calls}")
+               f" --precision {args.precision} --profile_calls {args.profile_calls} --model {args.model}")
     header = (f"# int8 serving on {common.cpu_line(cpu)} ({kind}), {threads.count()} threads\n\n"
               f"Command: `{command}` ({time.strftime('%Y-%m-%d')}); bench/studies/int8_serving.py says what runs.")
     text = "\n\n".join([header] + sections) + "\n"
     print(text)
-    suffix = "" if precision == plan.kind_precision(kind) else f"-{precision}"
+    suffix = ("" if precision == plan.kind_precision(kind) else f"-{precision}") + (
+        "" if args.model == "encoder" else f"-{args.model}")
     out = args.out or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results",
                                    f"int8-{kind}{suffix}")
     with open(out + ".md", "w", encoding="utf-8") as f:
         f.write(text)
     with open(out + ".json", "w", encoding="utf-8") as f:
         json.dump({"command": command, "cpu": cpu, "cpu_kind": kind, "threads": threads.count(),
-                   "precision": precision, **record}, f, indent=1, sort_keys=True)
+                   "precision": precision, "model": args.model, **record}, f, indent=1, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ PRECISIONS = {"openvino": ("float32", "bfloat16"), "onnxruntime": ("float32", "i
 OPSET = 17
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUTS = ("last_hidden_state", "pooler_output")
+# Hugging Face's class and output names for each head a study serves: the encoder (AlbertModel), or a
+# sequence classifier of CLASSIFIER_LABELS labels (AlbertForSequenceClassification: logits).
+HEADS = {"encoder": ("AlbertModel", OUTPUTS), "classifier": ("AlbertForSequenceClassification", ("logits",))}
+CLASSIFIER_LABELS = 2
 # One synchronous batch at a time: LATENCY gives that request every core;
 # THROUGHPUT makes one stream per core (or pair) and a lone request uses one.
 DEFAULT_HINT = "LATENCY"
@@ -77,29 +81,35 @@ def _cache_dir(cache_dir: Optional[str]) -> str:
     return folder
 
 
-def _torch_model(config):
+def _torch_model(config, head: str = "encoder"):
     import transformers
 
     hf._seed()
-    return transformers.AlbertModel(config).eval()
+    if head == "classifier":
+        config = copy.deepcopy(config)
+        config.num_labels = CLASSIFIER_LABELS
+    return getattr(transformers, HEADS[head][0])(config).eval()
 
 
-def export_onnx(config=None, cache_dir: Optional[str] = None) -> str:
-    """The ONNX file of AlbertModel(config) with seed-0 weights (exported once, then cached)."""
+def export_onnx(config=None, cache_dir: Optional[str] = None, head: str = "encoder") -> str:
+    """The ONNX file of AlbertModel(config) (or the `head` of HEADS) with seed-0 weights (exported once, then
+    cached)."""
     import torch
 
     config = config if config is not None else hf._config()
-    key = hashlib.sha256(f"{config.to_json_string()} torch {torch.__version__} opset {OPSET}".encode())
+    head_key = "" if head == "encoder" else f" head {head}"
+    key = hashlib.sha256(f"{config.to_json_string()} torch {torch.__version__} opset {OPSET}{head_key}".encode())
     path = os.path.join(_cache_dir(cache_dir), f"albert-{key.hexdigest()[:16]}.onnx")
     if os.path.exists(path):
         return path
-    model = _torch_model(config)
+    model = _torch_model(config, head)
     example = _feeds(common.synthetic_pretraining_batch(2, 16, 1, config.vocab_size))
     batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq")
     tmp = f"{path}.{os.getpid()}.tmp"
     with torch.no_grad():
         torch.onnx.export(model, tuple(torch.from_numpy(example[n]) for n in INPUTS), tmp,
-                          input_names=list(INPUTS), output_names=list(OUTPUTS), opset_version=OPSET, verbose=False,
+                          input_names=list(INPUTS), output_names=list(HEADS[head][1]), opset_version=OPSET,
+                          verbose=False,
                           dynamic_shapes={n: {0: batch, 1: seq} for n in INPUTS}, external_data=False)
     os.replace(tmp, path)
     return path
@@ -180,23 +190,23 @@ def fused_operators(path: str) -> Dict[str, int]:
     return counts
 
 
-def convert_from_torch(config=None, cache_dir: Optional[str] = None) -> str:
-    """OpenVINO's IR of AlbertModel(config) (seed 0: the ONNX file's weights) converted from PyTorch by
-    `ov.convert_model`, the path optimum-intel takes (cached beside the ONNX file)."""
+def convert_from_torch(config=None, cache_dir: Optional[str] = None, head: str = "encoder") -> str:
+    """OpenVINO's IR of AlbertModel(config) (or the `head` of HEADS; seed 0: the ONNX file's weights) converted
+    from PyTorch by `ov.convert_model`, the path optimum-intel takes (cached beside the ONNX file)."""
     import openvino as ov
     import torch
 
     config = config if config is not None else hf._config()
-    onnx_path = export_onnx(config, cache_dir)
+    onnx_path = export_onnx(config, cache_dir, head)
     path = onnx_path[:-len(".onnx")] + f"-ov{ov.__version__.split('-')[0]}-from-torch.xml"
     if os.path.exists(path):
         return path
-    model = _torch_model(copy.deepcopy(config))
+    model = _torch_model(copy.deepcopy(config), head)
     model.config.return_dict = False  # a tuple out, on a copy: the check's reference model keeps its outputs
     example = _feeds(common.synthetic_pretraining_batch(2, 16, 1, config.vocab_size))
     with torch.no_grad():
         converted = ov.convert_model(model, example_input={k: torch.from_numpy(v) for k, v in example.items()})
-    for output, name in zip(converted.outputs, OUTPUTS):
+    for output, name in zip(converted.outputs, HEADS[head][1]):
         output.get_tensor().set_names({name})
     tmp = f"{path[:-len('.xml')]}.{os.getpid()}.tmp.xml"
     ov.save_model(converted, tmp)

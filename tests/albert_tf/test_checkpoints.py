@@ -48,6 +48,11 @@ def test_original_checkpoint_reproduces_golden_outputs(folder):
     _assert_golden(model, io)
     enc = model.encoder(_golden_inputs(io), return_all_layers=True)
     np.testing.assert_allclose(np.stack([x.numpy() for x in enc["all_layers"]]), io["all_layers"], atol=1e-5)
+    for packs_tokens in (False, True):  # the last block at [CLS] only (heads on the pooled output)
+        model.encoder.inference_packs_tokens = packs_tokens
+        pooled = model.encoder(_golden_inputs(io), pooled_output_only=True)["pooled_output"]
+        np.testing.assert_allclose(pooled.numpy(), io["pooled_output"], atol=1e-5)
+    model.encoder.inference_packs_tokens = False
     embedded = model.encoder.embeddings(io["input_ids"], io["segment_ids"])
     np.testing.assert_allclose(embedded.numpy(), io["embedding_output"], atol=1e-5)
     # A folder (with its `checkpoint` index file) works as well as the prefix.

@@ -39,13 +39,14 @@ def test_bucketed_equals_one_padded_batch(encoder, lengths, size):
 def test_each_bucket_runs_at_its_own_longest_length(encoder):
     seen = []
 
-    def recording(inputs, training=False):
-        seen.append(tuple(inputs["input_ids"].shape))
-        return encoder(inputs, training=training)
+    def recording(inputs, training=False, pooled_output_only=False):
+        seen.append((tuple(inputs["input_ids"].shape), pooled_output_only))
+        return encoder(inputs, training=training, pooled_output_only=pooled_output_only)
 
     pooled_output_in_buckets(recording, _features([2, 10, 3, 12, 1], 16), 2)
     # sorted lengths 1, 2 | 3, 10 | 12: never the padded 16
-    assert seen == [(2, 2), (2, 10), (1, 12)]
+    # and the last block at [CLS] only: the pooled output is all a bucket gives back
+    assert seen == [((2, 2), True), ((2, 10), True), ((1, 12), True)]
 
 
 def test_in_a_tf_function_with_dynamic_batch(encoder):
