@@ -334,7 +334,7 @@ class _WriteShard(beam.DoFn):
                         count += 1
             entry = shard_manifest.shard_entry(local_path, count)
             temp = create._temp_path(final, "incomplete")
-            with open(local_path, "rb") as src, FileSystems.create(temp) as dst:
+            with tf.io.gfile.GFile(local_path, "rb") as src, FileSystems.create(temp) as dst:
                 while True:
                     data = src.read(1 << 22)
                     if not data:

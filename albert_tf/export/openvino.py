@@ -342,12 +342,13 @@ def _hf_tokenizer(pre):
     """Hugging Face's ALBERT tokenizer of the SentencePiece model, with our normalisation and no special-token split."""
     import json
 
+    import tensorflow as tf
     import tokenizers
     import transformers
 
     folder = tempfile.mkdtemp(prefix="albert-openvino-spm-")
     try:
-        with open(os.path.join(folder, "spiece.model"), "wb") as f:
+        with tf.io.gfile.GFile(os.path.join(folder, "spiece.model"), "wb") as f:
             f.write(pre.spm_model_proto)
         hf = transformers.AlbertTokenizer.from_pretrained(folder, do_lower_case=pre.do_lower_case)
     finally:

@@ -20,24 +20,27 @@ def attention_mask_bias(input_mask: tf.Tensor) -> tf.Tensor:
     return (1.0 - mask[:, tf.newaxis, tf.newaxis, :]) * MASK_ADDER
 
 
-def first_tokens(x: tf.Tensor, batch_size: tf.Tensor, packing: TokenPacking = None) -> tf.Tensor:
-    """Each row's position 0 of `x` [B, T, W] (or of the packed tokens [N, W] with `packing`), as `flatten_tokens`
-    gives tokens: [B, W] ([1, B, W] within `tracing_tokens_in_rank3()`).
+def tokens_at(x: tf.Tensor, positions: tf.Tensor, packing: TokenPacking = None) -> tf.Tensor:
+    """The rows of `x` [B, T, W] (or of the packed tokens [N, W] with `packing`) at `positions` (int [B, Q]), as
+    `flatten_tokens` gives tokens: [B*Q, W] ([1, B*Q, W] within `tracing_tokens_in_rank3()`).
+
+    With `packing`, a padding position gives the row of the last real token before it (see `TokenPacking`).
 
     Example:
     >>> from albert_tf.layers.token_packing import pack_tokens, token_packing
     >>> x = tf.reshape(tf.range(6.0), [2, 3, 1])
-    >>> first_tokens(x, 2).numpy().ravel().tolist()
-    [0.0, 3.0]
+    >>> tokens_at(x, tf.constant([[0, 2], [0, 1]])).numpy().ravel().tolist()
+    [0.0, 2.0, 3.0, 4.0]
     >>> p = token_packing(tf.constant([[1, 1, 0], [1, 1, 1]]))
-    >>> first_tokens(pack_tokens(tf.reshape(x, [6, 1]), p), 2, p).numpy().ravel().tolist()
-    [0.0, 3.0]
+    >>> tokens_at(pack_tokens(tf.reshape(x, [6, 1]), p), tf.constant([[0], [2]]), p).numpy().ravel().tolist()
+    [0.0, 5.0]
     """
+    positions = tf.cast(positions, tf.int32)
     if packing is None:
-        return flatten_tokens(x[:, :1])
-    # Position 0 is always packed: its packed row is the unpack index at that position.
-    rows = tf.reshape(packing.unpack_index, [batch_size, -1])[:, 0]
-    return tf.gather(x, rows, axis=x.shape.rank - 2)
+        return flatten_tokens(tf.gather(x, positions, batch_dims=1))
+    # A position's packed row is the unpack index there.
+    rows = tf.gather(tf.reshape(packing.unpack_index, [tf.shape(positions)[0], -1]), positions, batch_dims=1)
+    return tf.gather(x, tf.reshape(rows, [-1]), axis=x.shape.rank - 2)
 
 
 class AlbertAttention(keras.layers.Layer):
@@ -127,19 +130,20 @@ class AlbertAttention(keras.layers.Layer):
         y = tf.reshape(y, [batch_size, -1, self.num_attention_heads, self.head_size])
         return tf.transpose(y, [0, 2, 1, 3])
 
-    def call(self, x, mask_bias, training=None, packing: TokenPacking = None, first_token_only: bool = False):
+    def call(self, x, mask_bias, training=None, packing: TokenPacking = None, query_positions=None):
         """x: [B, T, H], or with `packing` the real tokens [N, H] (`albert_tf.layers.token_packing`).
 
-        `first_token_only`: only position 0 of each row ([CLS]) queries, every position is a key; the output is
-        that position's, [B, 1, H]: all a head on the pooled output needs of the last block, at about a
-        sixth of the block's work.
+        `query_positions` (int [B, Q]): only these positions of each row query, every position is a key; the
+        output is theirs, [B, Q, H]. For the last block, where the heads read a few positions ([CLS], the
+        masked ones): its projections and FFN then run on Q rows a sequence instead of T.
         """
         batch_size = tf.shape(x)[0] if packing is None else tf.shape(mask_bias)[0]
         x2d = flatten_tokens(x)
         scale = 1.0 / math.sqrt(self.head_size)
         scale_in_queries = attention_scale_in_queries()
-        queries_x = first_tokens(x, batch_size, packing) if first_token_only else x2d
-        q = self._heads(self.query, queries_x, batch_size, None if first_token_only else packing,
+        selected = query_positions is not None
+        queries_x = tokens_at(x, query_positions, packing) if selected else x2d
+        q = self._heads(self.query, queries_x, batch_size, None if selected else packing,
                         scale=scale if scale_in_queries else None)
         k = self._heads(self.key, x2d, batch_size, packing)
         v = self._heads(self.value, x2d, batch_size, packing)
@@ -156,13 +160,13 @@ class AlbertAttention(keras.layers.Layer):
         context = tf.matmul(tf.cast(probs, v.dtype), v)
         context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch_size, -1, self.hidden_size])
         context = flatten_tokens(context)
-        if packing is not None and not first_token_only:
+        if packing is not None and not selected:
             context = pack_tokens(context, packing)
         out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)
         out = self.output_dropout(out, training=training)
         out = apply_layer_norm(self.layer_norm, tf.cast(out, tf.float32) + tf.cast(queries_x, tf.float32))
-        if first_token_only:
-            return tf.reshape(out, [batch_size, 1, self.hidden_size])
+        if selected:
+            return tf.reshape(out, [batch_size, -1, self.hidden_size])
         return unflatten_tokens(out, x)
 
     def get_config(self):

@@ -107,12 +107,12 @@ class AlbertTransformerStack(keras.layers.Layer):
             for k, layer in enumerate(group):
                 setattr(self, f"ffn_{g}_{k}", layer)
 
-    def call(self, x, mask_bias, training=None, packing=None, last_block_first_token_only=False):
+    def call(self, x, mask_bias, training=None, packing=None, last_block_positions=None):
         """Returns the output of every inner block: a list of L*K tensors [B, T, H]
         (with `packing`, x and the outputs are the real tokens [N, H]: see
-        `albert_tf.layers.token_packing`). With `last_block_first_token_only`,
-        the last block computes position 0 of each row only: its output is [B, 1, H]
-        (`AlbertAttention`'s `first_token_only`)."""
+        `albert_tf.layers.token_packing`). With `last_block_positions` (int [B, Q]),
+        the last block computes those positions of each row only: its output is [B, Q, H]
+        (`AlbertAttention`'s `query_positions`)."""
         c = self.config
         outputs = []
         last_block = c.num_hidden_layers * c.inner_group_num - 1
@@ -122,8 +122,8 @@ class AlbertTransformerStack(keras.layers.Layer):
             ]
             ffn = self.ffn_groups[group_for_layer(layer_index, c.num_hidden_layers, c.num_ffn_groups)]
             for k in range(c.inner_group_num):
-                first_token_only = last_block_first_token_only and len(outputs) == last_block
-                x = attention[k](x, mask_bias, training=training, packing=packing, first_token_only=first_token_only)
+                positions = last_block_positions if len(outputs) == last_block else None
+                x = attention[k](x, mask_bias, training=training, packing=packing, query_positions=positions)
                 x = ffn[k](x, training=training)
                 outputs.append(x)
         return outputs

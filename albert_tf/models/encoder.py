@@ -90,12 +90,16 @@ class AlbertEncoder(ConfigModel):
         self(_dummy_inputs())
 
     def call(self, inputs: Mapping[str, tf.Tensor], training=None, return_all_layers: bool = False,
-             pooled_output_only: bool = False):
+             pooled_output_only: bool = False, output_positions=None):
         """The outputs of `inputs` (see the class docstring).
 
-        `pooled_output_only`: returns only `pooled_output`, and the last block computes only what it needs, the
-        [CLS] position (every position still a key of its attention): the same pooled output for about a sixth
-        of the last block's work (a 12-layer model: about 7% less in all). For heads that read nothing else.
+        For heads that read a few positions of the last layer, the last block can compute only those (every
+        position still a key of its attention), with the same results there; its dense layers then run on a
+        few rows a sequence instead of all of them:
+
+        - `pooled_output_only`: returns only `pooled_output` (the last block at [CLS] only).
+        - `output_positions` (int [B, Q]): returns `pooled_output` and `position_output` [B, Q, H], the last
+          layer at those positions (the last block at [CLS] and them), e.g. the masked positions of MLM.
         """
         if not isinstance(inputs, Mapping) or "input_ids" not in inputs:
             raise ValueError(
@@ -104,8 +108,10 @@ class AlbertEncoder(ConfigModel):
                 + (f" with keys {sorted(inputs)}" if isinstance(inputs, Mapping) else "")
                 + "."
             )
-        if pooled_output_only and return_all_layers:
-            raise ValueError("pooled_output_only=True returns the pooled output only; it cannot also return_all_layers.")
+        selected = pooled_output_only or output_positions is not None
+        if selected and return_all_layers:
+            raise ValueError("pooled_output_only and output_positions compute the last block at a few positions; "
+                             "they cannot return_all_layers.")
         input_ids = tf.cast(inputs["input_ids"], tf.int32)
         if input_ids.shape.rank != 2:
             raise ValueError(f"input_ids must have shape [batch, seq_length], got {input_ids.shape}.")
@@ -118,20 +124,28 @@ class AlbertEncoder(ConfigModel):
         if self.embedding_projection is not None:
             x = self.embedding_projection(x)
         mask_bias = attention_mask_bias(input_mask)
+        positions = None
+        if selected:  # [CLS] first, then the positions asked for
+            positions = tf.zeros([tf.shape(input_ids)[0], 1], tf.int32)
+            if output_positions is not None:
+                positions = tf.concat([positions, tf.cast(output_positions, tf.int32)], axis=1)
         if self.inference_packs_tokens and not training:
             packing = token_packing.token_packing(input_mask)
             layers = self.transformer(token_packing.pack_tokens(flatten_tokens(x), packing), mask_bias,
                                       training=training, packing=packing,
-                                      last_block_first_token_only=pooled_output_only)
-            if not pooled_output_only:
+                                      last_block_positions=positions)
+            if not selected:
                 # Only what is returned goes back to [B, T, H].
                 layers = [unflatten_tokens(token_packing.unpack_tokens_zero_padding(p, packing), x) if keep else p
                           for keep, p in zip([return_all_layers] * (len(layers) - 1) + [True], layers)]
         else:
-            layers = self.transformer(x, mask_bias, training=training, last_block_first_token_only=pooled_output_only)
+            layers = self.transformer(x, mask_bias, training=training, last_block_positions=positions)
         pooled_output = self.pooler(layers[-1][:, 0])
-        if pooled_output_only:
-            return {"pooled_output": pooled_output}
+        if selected:
+            outputs = {"pooled_output": pooled_output}
+            if output_positions is not None:
+                outputs["position_output"] = layers[-1][:, 1:]
+            return outputs
         outputs = {"sequence_output": layers[-1], "pooled_output": pooled_output}
         if return_all_layers:
             outputs["all_layers"] = layers

@@ -121,6 +121,9 @@ class AlbertPretrainer(ConfigModel):
     keys (the TFRecord's labels) are ignored by `call`, so a batch from the
     pretraining reader can be passed as is. Outputs: `sequence_output`,
     `pooled_output`, `mlm_logits` [B, P, V] and `sop_logits` [B, 2] (float32).
+    In training (`training=True`) the last block computes only what the
+    losses read, [CLS] and the masked positions (`AlbertEncoder`'s
+    `output_positions`), and `sequence_output` is not returned.
 
     `compile(optimizer=...)` then `fit(dataset)` trains with the original's
     losses (weighted masked-LM loss + SOP cross-entropy) and reports loss,
@@ -167,9 +170,14 @@ class AlbertPretrainer(ConfigModel):
             raise ValueError(
                 f"AlbertPretrainer needs 'masked_lm_positions' in its inputs; got keys {sorted(inputs)}."
             )
-        outputs = dict(self.encoder(inputs, training=training))
         positions = tf.cast(inputs["masked_lm_positions"], tf.int32)
-        gathered = tf.gather(outputs["sequence_output"], positions, batch_dims=1)
+        if training:
+            # The losses read [CLS] and the masked positions only: the last block computes those alone.
+            outputs = dict(self.encoder(inputs, training=training, output_positions=positions))
+            gathered = outputs.pop("position_output")
+        else:
+            outputs = dict(self.encoder(inputs, training=training))
+            gathered = tf.gather(outputs["sequence_output"], positions, batch_dims=1)
         outputs["mlm_logits"] = self.mlm_head(gathered, self.encoder.embeddings.word_embeddings)
         outputs["sop_logits"] = self.sop_head(outputs["pooled_output"])
         return outputs

@@ -1,8 +1,9 @@
-"""`pooled_output_only`: the last block computes [CLS] alone, for the heads that read nothing else.
+"""The last block at a few positions: `pooled_output_only` ([CLS] alone, for the heads that read nothing else)
+and `output_positions` ([CLS] and the masked positions, for pretraining).
 
-The promise: the same pooled output (against the NumPy reference in every sharing mode, packed or not, in the
-OpenVINO int8 form's rank-3 tokens), the same logits and gradients for every head that uses it, and less work:
-the last block's dense layers see one row per sequence. The original's golden outputs are checked in
+The promise: the same outputs there (against the NumPy reference in every sharing mode, packed or not, in the
+OpenVINO int8 form's rank-3 tokens), the same logits, losses and gradients for every head that uses it, and less
+work: the last block's dense layers see those rows only. The original's golden outputs are checked in
 test_checkpoints.
 """
 
@@ -15,6 +16,7 @@ from albert_tf.checkpoints import original_variable_map
 from albert_tf.config import AlbertConfig
 from albert_tf.layers import fused
 from albert_tf.layers.feed_forward import AlbertFeedForward
+from albert_tf.models.pretrainer import pretraining_loss_terms
 
 from . import numpy_reference
 from .task_testlib import tiny_config
@@ -28,6 +30,10 @@ def _inputs():
     segments = np.zeros_like(ids)
     segments[:, 4:] = 1
     return {"input_ids": ids * mask, "input_mask": mask, "segment_ids": segments}
+
+
+# Real positions of _inputs()'s first two rows; row 2 is all padding (position 0 always counts).
+POSITIONS = np.array([[1, 6], [3, 2], [0, 0]], np.int32)
 
 
 def _randomize(model, seed=1):
@@ -47,13 +53,19 @@ def test_the_pooled_output_matches_the_numpy_reference(sharing, packs_tokens):
     ref_cfg = dict(hidden_size=cfg.hidden_size, num_hidden_layers=4, num_attention_heads=cfg.num_attention_heads,
                    inner_group_num=2, attention_groups=cfg.num_attention_groups, ffn_groups=cfg.num_ffn_groups)
     want = numpy_reference.forward(weights, ref_cfg, inputs["input_ids"], inputs["input_mask"],
-                                   inputs["segment_ids"], np.zeros([3, 1], np.int32))["pooled_output"]
+                                   inputs["segment_ids"], np.zeros([3, 1], np.int32))
+    want_positions = np.take_along_axis(want["sequence_output"], POSITIONS[:, :, None], axis=1)
     pre.encoder.inference_packs_tokens = packs_tokens
     for form in (fused.tracing_layer_norms_for_openvino, fused.tracing_tokens_in_rank3):
         with form():
-            got = pre.encoder(inputs, pooled_output_only=True)
-        assert sorted(got) == ["pooled_output"]
-        np.testing.assert_allclose(got["pooled_output"].numpy(), want, atol=2e-4, rtol=1e-4, err_msg=form.__name__)
+            pooled_only = pre.encoder(inputs, pooled_output_only=True)
+            at_positions = pre.encoder(inputs, output_positions=POSITIONS)
+        assert sorted(pooled_only) == ["pooled_output"] and sorted(at_positions) == ["pooled_output", "position_output"]
+        for got in (pooled_only, at_positions):
+            np.testing.assert_allclose(got["pooled_output"].numpy(), want["pooled_output"], atol=2e-4, rtol=1e-4,
+                                       err_msg=form.__name__)
+        np.testing.assert_allclose(at_positions["position_output"].numpy(), want_positions, atol=2e-4, rtol=1e-4,
+                                   err_msg=form.__name__)
 
 
 @pytest.mark.parametrize("packs_tokens", [False, True])
@@ -73,14 +85,18 @@ def test_the_last_block_runs_its_dense_layers_on_one_row_per_sequence(monkeypatc
     real = 7 + 4 + 7 if packs_tokens else 3 * 7  # packing: position 0 and an all-padding row count as real
     assert rows == [real] * 5 + [3]
     rows.clear()
+    encoder(_inputs(), output_positions=POSITIONS)
+    assert rows == [real] * 5 + [3 * 3]  # [CLS] and two positions a row
+    rows.clear()
     encoder(_inputs())
     assert rows == [real] * 6
 
 
-def test_pooled_output_only_refuses_all_layers():
+def test_a_few_positions_refuse_all_layers():
     encoder = albert_tf.AlbertEncoder(AlbertConfig.tiny())
-    with pytest.raises(ValueError, match="return_all_layers"):
-        encoder(_inputs(), pooled_output_only=True, return_all_layers=True)
+    for selected in ({"pooled_output_only": True}, {"output_positions": POSITIONS}):
+        with pytest.raises(ValueError, match="return_all_layers"):
+            encoder(_inputs(), return_all_layers=True, **selected)
 
 
 def _heads():
@@ -139,3 +155,47 @@ def test_mean_pooling_reads_the_whole_sequence():
     mean = (sequence * mask).sum(1) / np.maximum(mask.sum(1), 1)
     want = mean @ model.head.output_weights.numpy().T + model.head.output_bias.numpy()
     np.testing.assert_allclose(model(inputs).numpy(), want, atol=1e-5)
+
+
+def _pretraining_batch():
+    batch = _inputs()
+    batch.update(masked_lm_positions=POSITIONS, masked_lm_ids=np.array([[7, 9], [11, 13], [0, 0]], np.int32),
+                 masked_lm_weights=np.array([[1.0, 1.0], [1.0, 0.0], [0.0, 0.0]], np.float32),
+                 next_sentence_labels=np.array([1, 0, 1], np.int32))
+    return batch
+
+
+def test_pretraining_computes_the_full_models_losses_and_gradients():
+    cfg = tiny_config(num_hidden_layers=3, inner_group_num=2)
+    pre = albert_tf.AlbertPretrainer(cfg)
+    batch = _pretraining_batch()
+
+    def whole_last_block():  # as the pretrainer computed before: every position, then the masked ones gathered
+        out = dict(pre.encoder(batch, training=True))
+        gathered = tf.gather(out["sequence_output"], POSITIONS, batch_dims=1)
+        out["mlm_logits"] = pre.mlm_head(gathered, pre.encoder.embeddings.word_embeddings)
+        out["sop_logits"] = pre.sop_head(out["pooled_output"])
+        return out
+
+    def terms_and_gradients(forward):
+        with tf.GradientTape() as tape:
+            out = forward()
+            terms = pretraining_loss_terms(batch, out)
+            loss = terms["mlm_nll_sum"] / terms["mlm_weight_sum"] + terms["sop_nll_sum"] / terms["num_examples"]
+        return out, terms, tape.gradient(loss, pre.trainable_weights)
+
+    got, got_terms, got_grads = terms_and_gradients(lambda: pre(batch, training=True))
+    want, want_terms, want_grads = terms_and_gradients(whole_last_block)
+    assert "sequence_output" not in got  # the last block ran at [CLS] and the masked positions only
+    for key in ("mlm_logits", "sop_logits", "pooled_output"):
+        np.testing.assert_allclose(got[key].numpy(), want[key].numpy(), atol=1e-5, rtol=1e-5, err_msg=key)
+    for key in want_terms:
+        np.testing.assert_allclose(float(got_terms[key]), float(want_terms[key]), rtol=1e-5, err_msg=key)
+    assert len(got_grads) == len(want_grads) >= 20
+    for variable, g, w in zip(pre.trainable_weights, got_grads, want_grads):
+        assert (g is None) == (w is None), variable.path
+        if w is not None:
+            np.testing.assert_allclose(tf.convert_to_tensor(g).numpy(), tf.convert_to_tensor(w).numpy(),
+                                       atol=1e-5, rtol=1e-4, err_msg=variable.path)
+    # Outside training the pretrainer returns every position, as before.
+    assert "sequence_output" in pre(batch)

@@ -64,13 +64,11 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
     ("albert_tf/export/openvino.py", "export_openvino", "shutil.rmtree"): "the process's temporary folder",
     ("albert_tf/export/openvino.py", "publish_folder", "shutil.move"): "local destination ('://' checked)",
     ("albert_tf/export/openvino.py", "publish_folder", "os.walk"): "the local temporary IR folder",
-    ("albert_tf/export/openvino.py", "_hf_tokenizer", "open"): "a temporary folder for transformers",
     ("albert_tf/export/openvino.py", "_hf_tokenizer", "shutil.rmtree"): "the same temporary folder",
     ("albert_tf/export/openvino_graph.py", "copy_assets", "shutil.copytree"): "temporary SavedModel to IR",
     # Local by nature or by a library that reads local files only.
     ("albert_tf/bin/plan.py", "read_local_config", "open"): "local branch ('://' checked in _config): the planner "
                                                            "answers without loading TensorFlow",
-    ("pipelines/beam_pipeline.py", "_WriteShard.process", "open"): "a local temporary shard, copied by Beam",
     ("pipelines/beam_pipeline.py", "_file_index", "os.path.abspath"): "matching local names; URLs match first",
     ("pipelines/beam_pipeline.py", "build_pipeline", "os.path.abspath"): "local aliases of the input names",
     ("pipelines/stdlib_corpus.py", "module_sentences", "open"): "the installed Python sources",
