@@ -16,9 +16,15 @@ dense layers included; on a batch of real sentences padded to its longest, ours 
 only) 1.55x and 1.79x the peer from torch (rounds 1.39-1.87x); 3.8-4.4x ONNX Runtime's dynamic int8. Before
 int8 exports kept their tokens rank-3, ours ran NNCF's quantizers as stand-alone float32 FakeQuantize nodes on
 2-D activations (int8-avx512-bf16-profile.md: 50 of 1118 ms a call). AMX not measured. Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
+Serving a two-label classifier instead (`--model classifier`, 2026-12-07, two runs on the avx512-bf16 kind;
+int8-avx512-bf16-classifier.md with the profile, -classifier-2.md), whose last block our model computes at [CLS]
+only while the peers' graphs compute it at every position: ours int8 level with NNCF's int8 from torch (1.05x,
+1.07x; rounds 0.96-1.13x; node sums 1091 vs 1152 ms a call) and ahead of it from ONNX (1.11x, 1.09x); ours
+float ahead of OpenVINO's float from torch (1.11x, 1.06x) and from ONNX (1.08x, 1.10x).
 
 The model is ALBERT-base's shape (albert_base_v2) with random weights, ours from `AlbertEncoder` (seed 0),
-Hugging Face's from `transformers.AlbertModel` (seed 0) exported to ONNX by bench/systems/onnx_runtimes.py.
+Hugging Face's from `transformers.AlbertModel` (seed 0) exported to ONNX by bench/systems/onnx_runtimes.py; with
+`--model classifier`, `AlbertClassifier` and `AlbertForSequenceClassification` of two labels (seed 0).
 Calibration: the same 300 real sentences (standard-library docstrings, 5-60 words) for both NNCF calls,
 tokenized by our preprocessor (the bench's SentencePiece model, padded to 30,000 pieces). Work: full-length
 batches of random ids (batch 32, seq 128: throughput; batch 1, seq 128: latency percentiles) and a batch of 32
