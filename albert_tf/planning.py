@@ -186,7 +186,8 @@ def training_flops_per_sequence(config: AlbertConfig, seq: int, preds: int) -> f
 def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str) -> Dict[str, float]:
     """Bytes per sequence the backward pass needs, by part (float32 where the model computes in float32).
 
-    Per applied block (L x K), for each of its two sublayers: the input as
+    Per applied block (L x K; the last at [CLS] and the P masked positions only, its keys and values at
+    every position), for each of its two sublayers: the input as
     its matmuls read it (compute dtype) and three float32 [T, H] tensors of
     the residual + LayerNorm; then Q, K, V and the attention context; two
     float32 [N, T, T] tensors of the softmax (and the probabilities'
@@ -218,19 +219,33 @@ def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str)
     scores = a * s * s
     attn_drop = (1 + f) if config.attention_probs_dropout_prob > 0 else 0
     hidden_drop = (1 + f) if config.hidden_dropout_prob > 0 else 0
-    # Each sublayer: its input as its matmuls read it (compute dtype) and three
-    # float32 tensors of the residual + LayerNorm.
-    sublayer = s * h * c + 3 * s * h * f + s * h * hidden_drop
-    attention = sublayer + 3 * s * h * c + scores * (2 * f + c * mixed + attn_drop) + s * h * c
-    ffn = sublayer + 5 * s * i * c
+    def sublayer(rows):  # its input as its matmuls read it (compute dtype), three float32 tensors of the residual + LN
+        return rows * h * c + 3 * rows * h * f + rows * h * hidden_drop
+
+    def attention(rows):  # `rows` query positions of the T; K and V (and their input) at every position
+        keys_input = (s - rows) * h * c
+        return (sublayer(rows) + keys_input + (rows + 2 * s) * h * c
+                + a * rows * s * (2 * f + c * mixed + attn_drop) + rows * h * c)
+
+    def ffn(rows):
+        return sublayer(rows) + 5 * rows * i * c
+
+    # The training step's last block runs at [CLS] and the P masked positions only (AlbertEncoder's
+    # output_positions).
+    last_rows = min(s, 1 + p)
     blocks = config.num_hidden_layers * config.inner_group_num
     embeddings = 4 * s * e * f + s * e * hidden_drop + (s * e * c * mixed + s * h * c if e != h else 0)
     mlm = p * h * c + 5 * p * e * c + 4 * p * e * f + p * e * c * mixed + p * v * f
-    working = 2 * scores * f + 2 * s * i * f
+    # The backward pass's transient: a full block's gradients of its largest tensors, reached once the last
+    # block's activations are freed, or the last block's own (smaller) ones at the start.
+    def working_of(rows):
+        return 2 * a * rows * s * f + 2 * rows * i * f
+
+    working = max(working_of(last_rows), working_of(s) - attention(last_rows) - ffn(last_rows))
     return {
         "embeddings": float(embeddings),
-        "attention": float(blocks * attention),
-        "ffn": float(blocks * ffn),
+        "attention": float((blocks - 1) * attention(s) + attention(last_rows)),
+        "ffn": float((blocks - 1) * ffn(s) + ffn(last_rows)),
         "mlm_head": float(mlm),
         "working": float(working),
     }

@@ -166,13 +166,6 @@ def matmul_section(rows: Sequence[Measurement]) -> List[str]:
     return lines + [""]
 
 
-def _last_block_share() -> float:
-    """The share of the counted training FLOPs albert-tf's step skips (`common.last_block_flops_skipped`)."""
-    shape = common.model_shape("base")
-    preds = common.PREDICTIONS_PER_SEQ
-    return common.last_block_flops_skipped(shape, 128, 1 + preds) / common.forward_flops(shape, 128, preds)
-
-
 def train_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str, hardware.Peak]) -> List[str]:
     if not rows:
         return []
@@ -180,10 +173,7 @@ def train_section(rows: Sequence[Measurement], limits, reps: int, top: Dict[str,
              "The same synthetic full-length batches for every system. FLOPs per sequence: "
              f"{common.training_flops(common.model_shape('base'), 128, 20) / 1e9:.1f} G at length 128 (3 x forward "
              "matmuls). Every system runs the MLM head on the masked positions only (Hugging Face: its encoder, "
-             "then `model.predictions` on the gathered positions, `hf.masked_pretraining_loss`). albert-tf's step "
-             "also computes its last block at [CLS] and the masked positions only, "
-             f"{_last_block_share():.1%} fewer FLOPs than counted here (its MFU counts the peers' work). "
-             f"{P.HF_COMPILED}: "
+             f"then `model.predictions` on the gathered positions, `hf.masked_pretraining_loss`). {P.HF_COMPILED}: "
              f"that loss through `torch.compile`. {P.TRAIN_STEPS['steps']} timed steps after "
              f"{P.TRAIN_STEPS['warmup']} untimed ones; the median step.", ""]
     flops = hardware.row_flops(rows[0])

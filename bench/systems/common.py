@@ -82,20 +82,6 @@ def forward_flops(shape: Dict[str, int], seq: int, preds: Optional[int]) -> floa
     return float(total)
 
 
-def last_block_flops_skipped(shape: Dict[str, int], seq: int, rows: int) -> float:
-    """Forward matmul FLOPs per sequence that a model computing its last block at `rows` positions only (albert-tf:
-    [CLS] and the masked positions in training, [CLS] for a classifier) does not do, of `forward_flops`'s: the
-    query and output projections 4*H^2, the attention row 4*T*H and the FFN 4*H*I of the other T - rows positions.
-
-    Example (ALBERT-base, length 128, [CLS] and 20 masked positions: 5.8% of the forward pass):
-    >>> shape = model_shape("base")
-    >>> round(100 * last_block_flops_skipped(shape, 128, 21) / forward_flops(shape, 128, 20), 1)
-    5.8
-    """
-    h, i = shape["hidden_size"], shape["intermediate_size"]
-    return float((seq - rows) * (4 * h * h + 4 * seq * h + 4 * h * i))
-
-
 def training_flops(shape: Dict[str, int], seq: int, preds: int) -> float:
     """Training FLOPs per sequence: forward + backward (twice the forward)."""
     return 3.0 * forward_flops(shape, seq, preds)

@@ -206,9 +206,10 @@ def _slope(rows, key):
 # The plan may exceed the measurement by up to 1.5x but fall short of it by at most 5%.
 # Tolerance: the planner counts the tensors the backward pass keeps (counts measured on single
 # blocks); in the whole model TensorFlow frees some of them earlier, and on this CPU the plan
-# measured 1.1-1.2x the allocator's peak in float32 and 1.2-1.35x in bfloat16, moving by a few
-# percent from run to run on a loaded machine. Over-planning is the safe side for a planner; a
-# plan in the wrong dtype (2x off for most tensors) falls outside.
+# measured 1.1-1.3x the allocator's peak in float32 and 1.2-1.45x in bfloat16 (2026-12-07, AVX-512
+# BF16; the 2-layer tiny config the most, its last block being half of it), moving by a few percent
+# from run to run on a loaded machine. Over-planning is the safe side for a planner; a bfloat16 run
+# planned in float32 falls outside.
 LOW, HIGH = 0.95, 1.5
 
 
@@ -221,9 +222,14 @@ def test_memory_model_against_the_cpu_allocator():
         assert LOW <= ratio <= HIGH, (name, precision, ratio, rows)
         peak_ratio = rows[-1]["planned_bytes"] / rows[-1]["peak_bytes"]
         assert LOW <= peak_ratio <= HIGH, (name, precision, peak_ratio, rows)
-        # A wrong model fails the same tolerance: the tensors counted in the other dtype, at the largest batch's
-        # peak. (Not on the slope: the slope of the small batches moves by about 10% from run to run on an AVX2
-        # CPU, more than the tiny config's float32 and bfloat16 counts stand apart within the tolerance.)
+        # A wrong model fails the same tolerance: a bfloat16 run's tensors counted in float32, at the largest
+        # batch's peak. (Not on the slope: the slope of the small batches moves by about 10% from run to run on
+        # an AVX2 CPU. Not for a float32 run: its bfloat16-counted plan is only about 1.3x below the right one,
+        # less than the tolerance's width, since the softmax, LayerNorm and the backward's transients stay
+        # float32 and the last block computes a few positions; test_activations_grow_with_what_they_should
+        # checks that order.)
+        if precision != "bfloat16":
+            continue
         config = AlbertConfig(max_position_embeddings=64, **plan_memory.CONFIGS[name])
         other = "bfloat16" if precision == "float32" else "float32"
         last = rows[-1]
