@@ -5,7 +5,7 @@ fails: so a page cannot show a command that nothing runs, and changing a command
 runs the new one.
 
 - RUN_HERE: commands cheap enough that tests/test_docs.py runs them itself, as written (`albert-plan` answers
-  without TensorFlow; `--help` and `--dry_run` only print).
+  in seconds; `--help` and `--dry_run` only print).
 - REGISTRY: command -> the test (`tests/file.py::name`) that runs the same command on tiny data. The test's file
   must mention every flag the command passes, and the binary must define each of them.
 - NOT_RUN: command -> why no test can run it here (a server, a cloud runner, the test suite itself). The page

@@ -114,7 +114,7 @@ def filter_startup_log(text: str, have_nvidia_driver: bool) -> str:
     return "".join(kept)
 
 
-def _start_tensorflow_quietly() -> None:
+def start_tensorflow_quietly() -> None:
     """Sets the CPU kind's TensorFlow defaults (`albert_tf.cpu`), then imports TensorFlow and lists its
     devices with stderr captured and filtered.
 
@@ -434,7 +434,7 @@ def run_binary(main: Callable[[list[str]], object], define_flags: Callable[[], N
         # Before absl's after-init callbacks: TensorFlow registers one that
         # looks for GPUs (the cuInit error).
         if choose_log_level:
-            _start_tensorflow_quietly()
+            start_tensorflow_quietly()
         return remaining
 
     def guarded_main(argv):

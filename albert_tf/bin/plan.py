@@ -10,8 +10,9 @@ gradient_accumulation_steps); whether that fits the device's memory less
 --headroom; the largest micro-batch that fits and the smallest
 --gradient_accumulation_steps that fits; the model FLOPs of one optimizer step
 and its time at --peak_fraction of the device's published peak. The model
-behind the figures: albert_tf/planning.py. No TensorFlow is loaded (only for a remote
---albert_config_file, read through tf.io.gfile).
+behind the figures: albert_tf/planning.py. A --preset plans without loading
+TensorFlow; an --albert_config_file (local or gs://) is read through
+tf.io.gfile, which loads it (a few seconds).
 """
 
 from __future__ import annotations
@@ -55,40 +56,16 @@ def _define_flags() -> None:
     flags.DEFINE_float("cpu_memory_gib", None, "With --device=cpu: memory in GiB (default: this machine's).")
 
 
-def read_local_config(path: str):
-    """An albert_config.json read with open(): AlbertConfig.from_json_file reads through tf.io.gfile, which loads
-    TensorFlow (seconds of start-up the planner does not need for a local file).
-
-    Args:
-        path: a local file.
-
-    Raises:
-        ValueError: not JSON, or not a config (the message names the file).
-    """
-    from albert_tf.config import AlbertConfig, json_object
-
-    with open(path, encoding="utf-8") as f:
-        values = json_object(f.read(), path)
-    try:
-        return AlbertConfig.from_dict(values)
-    except ValueError as e:
-        raise ValueError(f"{path}: {e}") from None
-
-
-def read_config(path: str):
-    """An albert_config.json, local (read without TensorFlow) or remote (gs:// and others: through tf.io.gfile)."""
-    from albert_tf.config import AlbertConfig
-
-    if "://" in path:
-        return AlbertConfig.from_json_file(path)
-    return read_local_config(path)
-
-
 def _config():
     from albert_tf.config import AlbertConfig
 
     if FLAGS.albert_config_file:
-        config = read_config(FLAGS.albert_config_file)
+        # Through tf.io.gfile, as every reader of a config (a local path, gs:// and the rest alike); TensorFlow
+        # loads with its start-up lines filtered, as in the other binaries.
+        from albert_tf.bin.common import start_tensorflow_quietly
+
+        start_tensorflow_quietly()
+        config = AlbertConfig.from_json_file(FLAGS.albert_config_file)
     else:
         config = AlbertConfig.from_preset(FLAGS.preset)
     if FLAGS.sharing:
@@ -203,7 +180,8 @@ def run() -> None:
     from albert_tf.bin.common import run_binary
 
     # run_binary loads TensorFlow to quiet its start-up log unless the user
-    # chose a log level; the planner never loads TensorFlow, so choose one.
+    # chose a log level; a --preset plan needs no TensorFlow, so choose one
+    # (_config loads it quietly for a config file).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     run_binary(main, _define_flags, "albert-plan", __doc__)
 

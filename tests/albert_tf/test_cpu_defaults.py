@@ -28,7 +28,7 @@ def test_a_variable_the_user_set_is_left_as_it_is(users_value):
 
 
 # What a binary does on start (`albert_tf.bin.common`), then TensorFlow's own answer: is oneDNN on?
-PROBE = ("import os\nfrom albert_tf.bin import common\ncommon._start_tensorflow_quietly()\n"
+PROBE = ("import os\nfrom albert_tf.bin import common\ncommon.start_tensorflow_quietly()\n"
          "from tensorflow.python.util import _pywrap_util_port\n"
          f"print(os.environ.get({ONEDNN!r}), _pywrap_util_port.IsMklEnabled())\n")
 

@@ -334,34 +334,41 @@ def test_binary_prints_the_plan_without_tensorflow():
     assert "parameters: 17,847,474" in result.stdout
 
 
-def test_binary_reads_a_local_config_file_without_tensorflow():
-    """flags/recipes/small_config.json, as docs/pretraining.md plans it: read with open(), not tf.io.gfile."""
+def test_binary_reads_a_local_config_file():
+    """flags/recipes/small_config.json, as docs/pretraining.md plans it."""
     path = os.path.join("flags", "recipes", "small_config.json")
-    args = [f"--albert_config_file={path}", "--max_seq_length=128", "--max_predictions_per_seq=51",
-            "--train_batch_size=32", "--device=cpu", "--cpu_memory_gib=16", "--mixed_precision=float32"]
-    result = _plan_without_tensorflow(args)
+    result = subprocess.run([_albert_plan(), f"--albert_config_file={path}", "--max_seq_length=128",
+                             "--max_predictions_per_seq=51", "--train_batch_size=32", "--device=cpu",
+                             "--cpu_memory_gib=16", "--mixed_precision=float32"],
+                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
     plan = planning.make_plan(AlbertConfig.from_json_file(os.path.join(ROOT, path)), seq=128, preds=51,
                               train_batch_size=32, precision="float32",
                               device=planning.cpu_device(planning.DEFAULT_CPU_FLOPS, 16 * planning.GIB))
     assert result.stdout == format_plan(plan, path)
 
 
-def test_the_planners_config_reader_takes_remote_files_through_gfile():
-    """--albert_config_file=gs://...: the same config as the local file, read through tf.io.gfile (ram:// here,
-    which like gs:// only tf.io.gfile reaches); a missing remote file is FileNotFoundError, as a local one."""
-    import uuid
-
-    import tensorflow as tf
-
-    from albert_tf.bin.plan import read_config
-
+def test_binary_reads_a_config_file_only_tf_io_gfile_reaches():
+    """--albert_config_file=gs://... : ram:// stands in (like gs://, only tf.io.gfile reaches it, and only in
+    the process that wrote it); the plan equals the local file's, and a missing remote file is one line."""
     local = os.path.join(ROOT, "flags", "recipes", "small_config.json")
-    remote = f"ram://plan-{uuid.uuid4().hex[:8]}/albert_config.json"
-    tf.io.gfile.makedirs(os.path.dirname(remote))
-    tf.io.gfile.copy(local, remote)
-    assert read_config(remote) == read_config(local) == AlbertConfig.from_json_file(local)
-    with pytest.raises((FileNotFoundError, tf.errors.NotFoundError)):
-        read_config(remote + ".missing")
+    remote = "ram://plan/albert_config.json"
+    probe = ("import sys, tensorflow as tf; tf.io.gfile.makedirs('ram://plan'); "
+             f"tf.io.gfile.copy({local!r}, {remote!r}); "
+             "sys.argv = ['albert-plan'] + sys.argv[1:]; from albert_tf.bin.plan import run; run()")
+    args = ["--max_seq_length=128", "--train_batch_size=32", "--device=a100"]
+    for path, ok in ((remote, True), (remote + ".missing", False)):
+        result = subprocess.run([sys.executable, "-c", probe, f"--albert_config_file={path}", *args], cwd=ROOT,
+                                capture_output=True, text=True, timeout=120)
+        if ok:
+            assert result.returncode == 0, result.stderr
+            plan = planning.make_plan(AlbertConfig.from_json_file(local), seq=128, preds=20, train_batch_size=32,
+                                      device=planning.DEVICES["a100"])
+            assert result.stdout == format_plan(plan, remote)
+        else:
+            assert result.returncode == 1 and result.stdout == "", result
+            assert result.stderr.splitlines()[-1].startswith(
+                f"albert-plan: --albert_config_file: [Errno 2] No such file or directory: '{path}'"), result.stderr
 
 
 @pytest.mark.parametrize("args, flag", [
