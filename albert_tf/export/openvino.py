@@ -178,6 +178,7 @@ def export_openvino(model: Any, export_dir: str, *, head: Optional[str] = None, 
                                        spm_model_file=spm_model_file, do_lower_case=do_lower_case,
                                        normalization=normalization)
         ir = ov.convert_model(saved)
+        openvino_graph.share_equal_constants(ir)  # one node per shared weight, as NNCF needs it (int8)
         ir = _numeric_outputs(ir)
         ir.set_rt_info(kind, ["albert_tf", "target_cpu"])
         if quantize:

@@ -155,6 +155,70 @@ def test_both_forms_answer_as_the_keras_encoder_and_record_their_kind(exports):
             assert np.max(np.abs(got[name] - np.asarray(want[name]))) <= RELATIVE * scale, (kind, name)
 
 
+def test_share_equal_constants_merges_equal_constants_only():
+    """Two equal weights become one node read by both matmuls; a weight of other values, or the same bytes in
+    another shape or type, stays its own; the model computes what it did."""
+    ov = pytest.importorskip("openvino", reason="--format=openvino needs the [openvino] extra")
+    import openvino.opset15 as ops
+
+    from albert_tf.export.openvino_graph import share_equal_constants
+
+    rng = np.random.default_rng(0)
+    weight, other = rng.normal(size=(4, 4)).astype(np.float32), rng.normal(size=(4, 4)).astype(np.float32)
+    x = ops.parameter([2, 4], np.float32)
+    first, second, third = ops.constant(weight), ops.constant(weight.copy()), ops.constant(other)
+    y = ops.matmul(ops.matmul(ops.matmul(x, first, False, False), second, False, False), third, False, False)
+    flat = ops.constant(weight.reshape(16))  # same bytes, another shape
+    as_int = ops.constant(weight.view(np.int32))  # same bytes, another type
+    model = ov.Model([y, ops.add(flat, flat), ops.add(as_int, as_int)], [x])
+    inputs = rng.normal(size=(2, 4)).astype(np.float32)
+    before = [np.asarray(v) for v in ov.Core().compile_model(model, "CPU")(inputs).values()]
+
+    assert share_equal_constants(model) == 1
+    constants = [op for op in model.get_ordered_ops() if op.get_type_name() == "Constant"]
+    assert len(constants) == 4
+    readers = {op.get_friendly_name(): len(op.output(0).get_target_inputs()) for op in constants}
+    assert readers[first.get_friendly_name()] == 2 and second.get_friendly_name() not in readers, readers
+    after = [np.asarray(v) for v in ov.Core().compile_model(model, "CPU")(inputs).values()]
+    for want, got in zip(before, after):
+        np.testing.assert_array_equal(got, want)
+    assert share_equal_constants(model) == 0
+
+
+@pytest.mark.parametrize("sharing", ["all", "attention", "ffn", "none"])
+def test_the_ir_holds_each_weight_of_the_model_once(tmp_path, sharing):
+    """Whatever the sharing, the IR's weight constants are the model's distinct weights, each once: a layer
+    called by several blocks is traced once per call, and without share_equal_constants each call left its
+    own copy (NNCF then gave every copy its own SmoothQuant scale: 12 int8 weight sets for ALBERT-base)."""
+    ov = pytest.importorskip("openvino", reason="--format=openvino needs the [openvino] extra")
+    from albert_tf.export.openvino import export_openvino
+
+    keras.utils.set_random_seed(4)
+    config = albert_tf.AlbertConfig(vocab_size=120, embedding_size=8, hidden_size=24, num_hidden_layers=3,
+                                    num_attention_heads=2, intermediate_size=40, max_position_embeddings=64,
+                                    sharing=sharing)
+    encoder = albert_tf.AlbertPretrainer(config).encoder
+    rng = np.random.default_rng(5)
+    for v in encoder.weights:  # distinct values everywhere: equal constants can only be copies of one weight
+        v.assign(rng.normal(0.0, 0.3, size=v.shape).astype(np.float32))
+    # Weights of rank 2 (of 64 values or more: the segment table is left out): the word and position tables and
+    # every dense kernel (in the IR the query kernel carries the attention scale, still one per distinct kernel).
+    kernels = {id(v): v for v in encoder.weights if len(v.shape) == 2 and shape_size(v.shape) >= 64}
+    folder = export_openvino(encoder, str(tmp_path / "ir"), head="encoder", text_signatures=False,
+                             pack_tokens=False, target_cpu="amx")
+    model = ov.Core().read_model(os.path.join(folder, "model.xml"))
+    matrices = [op.get_data() for op in model.get_ordered_ops()
+                if op.get_type_name() == "Constant" and len(op.get_output_shape(0)) == 2
+                and op.get_output_element_type(0) == ov.Type.f32 and shape_size(op.get_output_shape(0)) >= 64]
+    assert len(matrices) == len(kernels), (len(matrices), len(kernels))
+    distinct = {(m.shape, m.tobytes()) for m in matrices}
+    assert len(distinct) == len(matrices)
+
+
+def shape_size(shape):
+    return int(np.prod(list(shape)))
+
+
 def test_a_target_cpu_without_the_openvino_format_is_a_usage_error(tmp_path):
     import subprocess
     import sys
