@@ -1,4 +1,5 @@
-"""Edits of the OpenVINO model that `export_openvino` writes: empty batches, the `label` output, the assets.
+"""Edits of the OpenVINO model that `export_openvino` writes: one node per shared weight, empty batches, the
+`label` output, the assets.
 
 The CPU plugin runs no string op but the string tensors' own (pack, unpack,
 the tokenizer's), so these edits work on the unpacked form of strings
