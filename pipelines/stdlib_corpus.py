@@ -69,8 +69,7 @@ def module_sentences(path: str, clean: Optional[Callable[[str], str]] = None) ->
         clean: applied to each docstring before it is split (e.g. to drop code blocks).
     """
     try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), filename=path)
+        tree = ast.parse(fileio.read_text(path), filename=path)
     except (SyntaxError, UnicodeDecodeError, ValueError):
         return []
     nodes = [tree] + sorted(

@@ -69,7 +69,6 @@ ALLOWED: Dict[Tuple[str, str, str], str] = {
     # Local by nature or by a library that reads local files only.
     ("pipelines/beam_pipeline.py", "_file_index", "os.path.abspath"): "matching local names; URLs match first",
     ("pipelines/beam_pipeline.py", "build_pipeline", "os.path.abspath"): "local aliases of the input names",
-    ("pipelines/stdlib_corpus.py", "module_sentences", "open"): "the installed Python sources",
     ("pipelines/stdlib_corpus.py", "iter_stdlib_documents", "os.walk"): "the installed Python sources",
     ("pipelines/package_corpus.py", "iter_package_documents", "os.walk"): "installed packages' sources",
     ("pipelines/tokenizer.py", "train_sentencepiece", "os.path.abspath"): "SentencePiece trains locally; "
