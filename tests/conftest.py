@@ -14,6 +14,10 @@ import json
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# XLA's CPU backend spends most of a tiny model's compile in LLVM's optimizer, which only speeds up the machine code:
+# the HLO the tests check (fusions, the whole step's ops, their numerics within float32 rounding) is the same. Set
+# for every process a test starts too; set XLA_FLAGS yourself to override.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 
 def _pin_threads_per_worker():

@@ -35,7 +35,7 @@ class _PretrainerServing(_Serving):
         self.mask_id = int(preprocessor.mask_id)
 
     def text_functions(self):
-        @tf.function(input_signature=[_spec([None], tf.string, "text")])
+        @tf.function(autograph=False, input_signature=[_spec([None], tf.string, "text")])
         def serve_text(text):
             return self.outputs(self.pack_with_masks(text))
 

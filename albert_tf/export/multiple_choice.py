@@ -15,7 +15,7 @@ class _MultipleChoiceServing(_Serving):
         self.num_choices = int(num_choices)
 
     def text_functions(self):
-        @tf.function(input_signature=[_spec([None], tf.string, "text"),
+        @tf.function(autograph=False, input_signature=[_spec([None], tf.string, "text"),
                                       _spec([None, self.num_choices], tf.string, "choices")])
         def serve_text_choices(text, choices):
             return self.outputs(self.pack_choices(text, choices))

@@ -250,7 +250,8 @@ class _SpanQAServing(_Serving):
                     null_score_diff_threshold=self.null_score_diff_threshold, n_best_size=self.n_best_size)
 
     def text_functions(self):
-        @tf.function(input_signature=[_spec([None], tf.string, "text"), _spec([None], tf.string, "text_pair")])
+        @tf.function(autograph=False,
+                     input_signature=[_spec([None], tf.string, "text"), _spec([None], tf.string, "text_pair")])
         def serve_question_context(text, text_pair):
             return self.answer(*self.windows(text, text_pair))
 

@@ -9,13 +9,19 @@ process may have defined a shared flag first with its own default).
 
 import csv
 import hashlib
+import json
 import os
+import subprocess
+import sys
 from typing import Callable, Dict, List, NamedTuple, Tuple
 
 import pytest
 
 from tests.albert_tf.task_testlib import SPM_VOCAB_SIZE, tiny_config, train_tiny_spm
 from tests.albert_tf.tasks import finetune_data
+from tests.shared_work import build_once
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def regression_csv(folder: str, n_train: int = 12, n_dev: int = 4) -> str:
@@ -86,15 +92,60 @@ def finetune_argv(head: Head, data_dir: str, output_dir: str, assets: Dict[str, 
 
 @pytest.fixture(scope="session")
 def contract_assets(tmp_path_factory) -> Dict[str, str]:
-    """spm: the tiny SentencePiece model; other_spm: another one of the same size; config: albert_config.json."""
-    from pipelines import tokenizer
-    from tests.pipelines.conftest import write_corpus
+    """spm: the tiny SentencePiece model; other_spm: another one of the same size; config: albert_config.json.
 
-    folder = str(tmp_path_factory.mktemp("contract_assets"))
-    spm = train_tiny_spm(folder)
-    other_corpus = write_corpus(os.path.join(folder, "other_corpus.txt"), num_docs=60, seed=7)
-    other = tokenizer.train_sentencepiece([other_corpus], os.path.join(folder, "other_sp"),
-                                          vocab_size=SPM_VOCAB_SIZE, seed=1)
-    config = os.path.join(folder, "albert_config.json")
-    tiny_config().to_json_file(config)
-    return {"spm": spm, "other_spm": other, "config": config, "folder": folder}
+    Made once per test run (`build_once`): every worker's runs name the same files, so a folder fine-tuned in
+    one worker (`finetuned_heads`) is resumed or compared in another with the same paths and bytes.
+    """
+
+    def build(folder):
+        from pipelines import tokenizer
+        from tests.pipelines.conftest import write_corpus
+
+        train_tiny_spm(folder)
+        other_corpus = write_corpus(os.path.join(folder, "other_corpus.txt"), num_docs=60, seed=7)
+        tokenizer.train_sentencepiece([other_corpus], os.path.join(folder, "other_sp"), vocab_size=SPM_VOCAB_SIZE,
+                                      seed=1)
+        tiny_config().to_json_file(os.path.join(folder, "albert_config.json"))
+
+    folder = build_once(tmp_path_factory, "contract-assets", build)
+    return {"spm": os.path.join(folder, "sp.model"), "other_spm": os.path.join(folder, "other_sp.model"),
+            "config": os.path.join(folder, "albert_config.json"), "folder": folder}
+
+
+_FINETUNE_ALL = r"""
+import json, sys
+from absl import flags
+from albert_tf.bin import finetune
+finetune._define_flags()
+for argv in json.load(open(sys.argv[1])):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["albert-finetune", *argv])
+    finetune.main(["albert-finetune"])
+"""
+
+
+@pytest.fixture(scope="session")
+def finetuned_heads(tmp_path_factory, contract_assets) -> Dict[str, Dict[str, str]]:
+    """head name -> {"data", "run"}: its data folder and `finetune_argv`'s uninterrupted run (12 steps) on it.
+
+    Made once per test run, in one subprocess: the resume, remote-folder and export contracts compare with or
+    export these same runs (each used to fine-tune every head itself). Read only: copy a folder to change it (a
+    rerun that trains nothing, or a refused one, leaves it as it was; test_resume.py checks that).
+    """
+
+    def build(root):
+        runs = []
+        for name, head in HEADS.items():
+            data = head.make_data(os.path.join(root, name, "data"))
+            runs.append(finetune_argv(head, data, os.path.join(root, name, "run"), contract_assets))
+        with open(os.path.join(root, "runs.json"), "w", encoding="utf-8") as f:
+            json.dump(runs, f)
+        done = subprocess.run([sys.executable, "-c", _FINETUNE_ALL, os.path.join(root, "runs.json")], cwd=REPO,
+                              env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
+                              timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    root = build_once(tmp_path_factory, "contract-finetuned-heads", build)
+    return {name: {"data": os.path.join(root, name, "data"), "run": os.path.join(root, name, "run")}
+            for name in HEADS}

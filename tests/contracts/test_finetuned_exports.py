@@ -22,14 +22,12 @@ Text pairs, by row:
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from tests.contracts import edge_texts as edge
-from tests.contracts.conftest import HEADS, finetune_argv
+from tests.contracts.conftest import HEADS
 from tests.contracts.test_exports import (RUNNER, WORKER, _run, _softmax, _span_reference, assert_close,
                                           word_starts)
 
@@ -43,31 +41,12 @@ HEAD_FLAG = {"encoder": "encoder", "pretrainer": "pretrainer", "span_qa_v1": "sp
 FOLDER_OF = {row: row for row in HEADS}
 FOLDER_OF.update(encoder="classifier_pair", pretrainer="classifier_pair")
 
-_FINETUNE_ALL = r"""
-import json, sys
-from absl import flags
-from albert_tf.bin import finetune
-finetune._define_flags()
-for argv in json.load(open(sys.argv[1])):
-    flags.FLAGS.unparse_flags()
-    flags.FLAGS(["albert-finetune", *argv])
-    finetune.main(["albert-finetune"])
-"""
-
-
 @pytest.fixture(scope="module")
-def finetuned(tmp_path_factory, contract_assets):
-    """head -> its albert-finetune output folder (one tiny run per head, in one subprocess)."""
-    root = str(tmp_path_factory.mktemp("finetuned_exports"))
-    runs, folders = [], {}
-    for name, head in HEADS.items():
-        data = head.make_data(os.path.join(root, "data", name))
-        folders[name] = os.path.join(root, "runs", name)
-        runs.append(finetune_argv(head, data, folders[name], contract_assets))
-    with open(os.path.join(root, "runs.json"), "w", encoding="utf-8") as f:
-        json.dump(runs, f)
-    _run(["-c", _FINETUNE_ALL, os.path.join(root, "runs.json")], timeout=900)
-    return {"root": root, "folders": folders, "spm": contract_assets["spm"]}
+def finetuned(tmp_path_factory, contract_assets, finetuned_heads):
+    """head -> its albert-finetune output folder (`finetuned_heads`: one tiny run per head, read only); "root": a
+    folder of this module's own for the exports."""
+    return {"root": str(tmp_path_factory.mktemp("finetuned_exports")),
+            "folders": {name: run["run"] for name, run in finetuned_heads.items()}, "spm": contract_assets["spm"]}
 
 
 def _library(models, spm):

@@ -141,9 +141,9 @@ def pretrained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def finetuned(contract_assets, tmp_path_factory):
-    """head name -> {"local", "remote"}: albert-finetune's run on a local folder and on ram:// (stopped after
-    step 5, then resumed), made on first use."""
+def finetuned(contract_assets, finetuned_heads, tmp_path_factory):
+    """head name -> {"local", "remote"}: albert-finetune's uninterrupted run on a local folder (`finetuned_heads`,
+    read only) and the same command on ram:// (stopped after step 5, then resumed), made on first use."""
     from albert_tf.bin import finetune
     from albert_tf.tasks import callbacks as cb
 
@@ -151,11 +151,9 @@ def finetuned(contract_assets, tmp_path_factory):
 
     def get(name):
         if name not in made:
-            folder = tmp_path_factory.mktemp(f"remote_{name}")
-            data = HEADS[name].make_data(str(folder / "data"))
-            local, remote = str(folder / "local"), f"ram://contract-{uuid.uuid4().hex[:8]}/{name}"
+            data, local = finetuned_heads[name]["data"], finetuned_heads[name]["run"]
+            remote = f"ram://contract-{uuid.uuid4().hex[:8]}/{name}"
             finetune._define_flags()
-            _main(finetune, "albert-finetune", finetune_argv(HEADS[name], data, local, contract_assets))
             argv = finetune_argv(HEADS[name], data, remote, contract_assets)
             with pytest.MonkeyPatch.context() as monkeypatch:
                 stopped = _stopped_after(5, finetune, "albert-finetune", argv, monkeypatch, cb.ProgressLogger,
@@ -163,7 +161,7 @@ def finetuned(contract_assets, tmp_path_factory):
                                          lambda self, *a: int(self.model.optimizer.iterations.numpy()))
             assert stopped.step == 5 and stopped.checkpoint.startswith(f"{remote}/{cb.RESUME_DIR}/"), stopped
             _main(finetune, "albert-finetune", argv)  # resumes from ram://
-            made[name] = {"local": local, "remote": remote, "folder": folder}
+            made[name] = {"local": local, "remote": remote}
         return made[name]
 
     return get

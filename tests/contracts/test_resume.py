@@ -12,8 +12,9 @@ tagging. Columns:
   SentencePiece model (same size, other pieces: compared by sha256) is refused
   in one line naming the setting and both values, and changes nothing.
 
-Each head's uninterrupted run is made once (module-scoped) and shared, and the
-killed run beside it in a subprocess. A run is 12 steps in two Keras epochs of
+Each head's uninterrupted run is made once per test run (`finetuned_heads`,
+shared with the remote-folder and export contracts), and the killed run in a
+subprocess. A run is 12 steps in two Keras epochs of
 6 with the resume state every 2 steps; the kill comes at step 5, so the last
 state is step 4's, mid-epoch and mid-pass (every head's data holds 3 batches a
 pass), and the resumed run crosses the end of a Keras epoch and of passes.
@@ -83,33 +84,25 @@ def _position(state):
 
 
 @pytest.fixture(scope="module")
-def runs(contract_assets, tmp_path_factory):
+def runs(contract_assets, finetuned_heads, tmp_path_factory):
     """head name -> {"data", "whole", "killed", "folder", "kill"}, made on first use.
 
-    whole: an uninterrupted run; killed: the same command, killed with SIGKILL at
-    step 5 in a subprocess that runs beside the uninterrupted one (two cores);
-    kill: that subprocess's (returncode, output).
+    whole: the uninterrupted run (`finetuned_heads`, shared with other contract files: read only); killed: the
+    same command on the same data, killed with SIGKILL at step 5 in a subprocess; kill: that subprocess's
+    (returncode, output).
     """
     made = {}
 
     def get(name):
         if name not in made:
             folder = str(tmp_path_factory.mktemp(name))
-            data = HEADS[name].make_data(os.path.join(folder, "data"))
-            whole, killed = os.path.join(folder, "whole"), os.path.join(folder, "killed")
-            log = os.path.join(folder, "killed.log")
-            with open(log, "w") as stderr:  # a file, not a pipe: nothing blocks while this process trains
-                proc = subprocess.Popen([sys.executable, "-c", _KILL_AT_STEP, "5"] + finetune_argv(
-                    HEADS[name], data, killed, contract_assets), stdout=stderr, stderr=stderr, cwd=ROOT)
-            try:
-                _run(finetune_argv(HEADS[name], data, whole, contract_assets))
-                proc.wait(timeout=300)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-            with open(log) as f:
-                made[name] = {"data": data, "whole": whole, "killed": killed, "folder": folder,
-                              "kill": (proc.returncode, f.read())}
+            data, whole = finetuned_heads[name]["data"], finetuned_heads[name]["run"]
+            killed = os.path.join(folder, "killed")
+            proc = subprocess.run([sys.executable, "-c", _KILL_AT_STEP, "5"] + finetune_argv(
+                HEADS[name], data, killed, contract_assets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, cwd=ROOT, timeout=300)
+            made[name] = {"data": data, "whole": whole, "killed": killed, "folder": folder,
+                          "kill": (proc.returncode, proc.stdout)}
         return made[name]
 
     return get
