@@ -4,6 +4,9 @@ tests/cpu_times.py (a pytest plugin) makes every pytest process write ``cpu-<wor
 ``ALBERT_TF_CPU_TIMES``. This module merges those records and compares them with the durations file kept in the repo:
 a file whose CPU time grew by more than 50% (and by more than a few seconds, below which a file's time is noise)
 is named, so that a slow new test is a decision (rewrite the durations file in the same commit) and not an accident.
+Each environment also has a budget for its whole run (``budget_cpu_s``, at the recording machine's speed): many
+files each a little slower, or many new small ones, pass the per-file rule but not the budget, and ``update``
+refuses to record a suite over it unless the budget is raised in the same command (``--budget_cpu_s``).
 
 Usage::
 
@@ -18,7 +21,7 @@ import glob
 import json
 import os
 import sys
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 DURATIONS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "durations.json")
 GROWTH_LIMIT = 1.5  # a file may take up to 50% more CPU time than recorded
@@ -78,6 +81,22 @@ def grown_files(measured: Dict[str, float], recorded: Dict[str, float], factor: 
     return grown
 
 
+def budget_problem(measured: Dict[str, float], factor: float, budget: float) -> str:
+    """A line naming the overrun when the run's CPU time, at the recording machine's speed, exceeds `budget`
+    ("" when it does not, or when there is no budget).
+
+    >>> budget_problem({"a.py": 900.0, "b.py": 300.0}, 1.0, 1000.0)
+    'the run took 1200 CPU-s at the recorded speed (1200 here / 1.00), over its budget of 1000 CPU-s'
+    >>> budget_problem({"a.py": 900.0, "b.py": 300.0}, 1.5, 1000.0)
+    ''
+    """
+    total = sum(measured.values())
+    if not budget or total / factor <= budget:
+        return ""
+    return (f"the run took {total / factor:.0f} CPU-s at the recorded speed ({total:.0f} here / {factor:.2f}), "
+            f"over its budget of {budget:.0f} CPU-s")
+
+
 def load_durations(path: str = DURATIONS_FILE) -> dict:
     if not os.path.exists(path):
         return {"environments": {}}
@@ -105,7 +124,8 @@ def table(merged: Dict[str, Dict[str, float]], recorded: Dict[str, float], top: 
 
 def check(folder: str, environment: str, path: str = DURATIONS_FILE) -> int:
     merged = merge_records(folder)
-    recorded = load_durations(path).get("environments", {}).get(environment, {}).get("files", {})
+    record = load_durations(path).get("environments", {}).get(environment, {})
+    recorded = record.get("files", {})
     print(table(merged, recorded))
     if not recorded:
         print(f"tests/durations.json holds no record of the {environment} environment: nothing to compare "
@@ -114,11 +134,20 @@ def check(folder: str, environment: str, path: str = DURATIONS_FILE) -> int:
     factor = machine_factor(merged["files"], recorded)
     print(f"This machine takes {factor:.2f}x the recorded CPU time (median over the files): "
           "files are compared after that factor.")
+    failed = 0
+    overrun = budget_problem(merged["files"], factor, record.get("budget_cpu_s", 0.0))
+    if overrun:
+        print(f"\nThe {environment} environment's budget is spent: {overrun}. Make the suite cheaper, or raise "
+              "the budget on purpose (CONTRIBUTING.md, 'Test durations') in the same commit.")
+        failed = 1
+    elif record.get("budget_cpu_s"):
+        print(f"The run is within its budget of {record['budget_cpu_s']:.0f} CPU-s at the recorded speed "
+              f"({sum(merged['files'].values()) / factor:.0f}).")
     grown = grown_files(merged["files"], recorded, factor)
     if not grown:
         print(f"No test file grew by more than {GROWTH_LIMIT - 1:.0%} of its recorded CPU time "
               f"({environment} environment).")
-        return 0
+        return failed
     print(f"\nThese test files take more than {GROWTH_LIMIT - 1:.0%} (and {NOISE_FLOOR_S:.0f} s) more CPU time "
           f"than tests/durations.json records ({environment} environment):")
     for name, before, seconds in grown:
@@ -143,21 +172,37 @@ def highest_of_runs(folders: List[str]) -> Dict[str, Dict[str, float]]:
     return highest
 
 
-def update(folders, environment: str, path: str = DURATIONS_FILE) -> None:
+def update(folders, environment: str, path: str = DURATIONS_FILE, budget_cpu_s: Optional[float] = None) -> None:
+    """Rewrites `environment`'s record from the runs' folders (each file's highest time over them).
+
+    The environment's budget is kept, or set to `budget_cpu_s`; a record whose total exceeds it is refused
+    (SystemExit naming both), so that a slower suite is a decision written into the same commit.
+    """
     folders = [folders] if isinstance(folders, str) else list(folders)
     merged = highest_of_runs(folders)
     durations = load_durations(path)
+    budget = budget_cpu_s if budget_cpu_s is not None else (
+        durations.get("environments", {}).get(environment, {}).get("budget_cpu_s"))
+    total = sum(merged["files"].values())
+    if budget and total > budget:
+        raise SystemExit(f"tests.durations: the {environment} environment's files take {total:.0f} CPU-s, over its "
+                         f"budget of {budget:.0f}: make the suite cheaper, or raise the budget on purpose with "
+                         f"--budget_cpu_s (CONTRIBUTING.md). Nothing written.")
     durations.setdefault("environments", {})[environment] = {
         "files": {name: round(seconds, 1) for name, seconds in sorted(merged["files"].items())},
         "tests": dict(sorted(merged["tests"].items())),
         "runs": len(folders),
     }
+    if budget:
+        durations["environments"][environment]["budget_cpu_s"] = float(budget)
     durations["about"] = ("CPU seconds (user + system, the test process and the processes it waited for) per test "
-                          "file, the highest of `runs` quiet runs of .ci/run; tests/durations.py checks CI against it.")
+                          "file, the highest of `runs` quiet runs of .ci/run, and each environment's budget for the "
+                          "whole run at that speed; tests/durations.py checks CI against them.")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(durations, f, indent=1, sort_keys=True)
         f.write("\n")
-    print(f"Wrote {len(merged['files'])} entries of the {environment} environment ({len(folders)} run(s)) to {path}.")
+    print(f"Wrote {len(merged['files'])} entries of the {environment} environment ({len(folders)} run(s), "
+          f"{total:.0f} CPU-s of a budget of {budget or 0:.0f}) to {path}.")
 
 
 def main(argv=None) -> int:
@@ -167,9 +212,11 @@ def main(argv=None) -> int:
                                                   "(update: several runs' folders, the highest time of each file kept)")
     parser.add_argument("--environment", default="main", help="main ([test,beam,serving]) or extras")
     parser.add_argument("--durations_file", default=DURATIONS_FILE)
+    parser.add_argument("--budget_cpu_s", type=float, default=None,
+                        help="update: the environment's new budget for a whole run, in recorded CPU seconds")
     args = parser.parse_args(argv)
     if args.command == "update":
-        update(args.folder, args.environment, args.durations_file)
+        update(args.folder, args.environment, args.durations_file, args.budget_cpu_s)
         return 0
     if len(args.folder) != 1:
         parser.error("check takes one run's folder")

@@ -73,6 +73,41 @@ def test_an_environment_without_a_record_is_not_growth(tmp_path, capsys):
     assert durations.check(str(tmp_path / "run"), "main", str(record)) == 1
 
 
+def test_small_growth_past_the_budget_fails_the_check_though_no_file_grew(tmp_path, capsys):
+    """Creep: two new files under the per-file floor, the others as recorded: the per-file rule passes them, the
+    budget does not."""
+    record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"environments": {"main": {"budget_cpu_s": 160.0, "files": {
+        "tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0}}}}))
+    _write_record(str(tmp_path / "held"), "gw0", {"tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0})
+    assert durations.check(str(tmp_path / "held"), "main", str(record)) == 0
+    assert "within its budget of 160 CPU-s at the recorded speed (150)" in capsys.readouterr().out
+    creep = {"tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0, "tests/d.py": 14.0, "tests/e.py": 14.0}
+    _write_record(str(tmp_path / "creep"), "gw0", creep)
+    assert durations.grown_files(creep, {"tests/a.py": 30.0, "tests/b.py": 20.0, "tests/c.py": 100.0}) == []
+    assert durations.check(str(tmp_path / "creep"), "main", str(record)) == 1
+    assert ("budget is spent: the run took 178 CPU-s at the recorded speed (178 here / 1.00), over its budget of "
+            "160 CPU-s") in capsys.readouterr().out
+    # The same run on a machine twice as slow: still over (the factor comes from the files as recorded).
+    _write_record(str(tmp_path / "slow"), "gw0", {name: 2 * seconds for name, seconds in creep.items()})
+    assert durations.check(str(tmp_path / "slow"), "main", str(record)) == 1
+
+
+def test_update_refuses_a_record_over_the_budget_unless_it_is_raised(tmp_path):
+    record = tmp_path / "durations.json"
+    record.write_text(json.dumps({"environments": {"main": {"budget_cpu_s": 160.0, "files": {"tests/a.py": 150.0}}}}))
+    before = record.read_text()
+    _write_record(str(tmp_path / "run"), "gw0", {"tests/a.py": 150.0, "tests/b.py": 14.0})
+    with pytest.raises(SystemExit, match="files take 164 CPU-s, over its budget of 160: .* --budget_cpu_s"):
+        durations.update(str(tmp_path / "run"), "main", str(record))
+    assert record.read_text() == before  # nothing written
+    durations.main(["update", str(tmp_path / "run"), "--durations_file", str(record), "--budget_cpu_s", "170"])
+    written = json.loads(record.read_text())["environments"]["main"]
+    assert written["budget_cpu_s"] == 170.0 and written["files"]["tests/b.py"] == 14.0
+    durations.update(str(tmp_path / "run"), "main", str(record))  # a later update keeps the budget
+    assert json.loads(record.read_text())["environments"]["main"]["budget_cpu_s"] == 170.0
+
+
 def test_a_missing_record_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no cpu-\\*.json in"):
         durations.merge_records(str(tmp_path))
