@@ -1,16 +1,13 @@
 """Shared pytest configuration: quiet TensorFlow, fixed seeds, fixture paths, and CI's skip rules.
 
-CI (.ci/run) runs the suite in two environments at once: the main one ([test,beam,serving]) and one with the
-optional extras ([test,bench,openvino]: torch, transformers, OpenVINO, ONNX Runtime, keras-hub), which runs the files
-of tests/extras_files.txt beside the main run and afterwards whatever else skipped in it. Three environment
+CI (.ci/run) runs the suite twice: once in the main environment ([test,beam]) and once in an environment with the
+optional extras ([test,bench,openvino]: torch, transformers, OpenVINO, ONNX Runtime, keras-hub). Two environment
 variables tie them together so that no test can go unrun by skipping:
 
 - ``ALBERT_TF_SKIP_LOG=<file>``: every test or module that skips is written to <file>, one node id a line, in the
   form pytest reads back with ``pytest @<file>``.
 - ``ALBERT_TF_NO_SKIPS=1``: any skip fails the run (the second environment reruns the first one's skips, and
   there nothing may skip: a missing package there is a broken install, not a reason).
-- ``ALBERT_TF_RAN_LOG=<file>``: every test that passed is written to <file>, one node id a line: the extras run of
-  tests/extras_files.txt beside the main run says so what it covered (tests/skip_log.py).
 """
 
 import json
@@ -48,7 +45,6 @@ from tests.shared_work import build_once  # noqa: E402
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
 _SKIPPED = []  # (node id, reason)
-_PASSED = []  # node ids
 
 
 def _reason(report) -> str:
@@ -66,8 +62,6 @@ def pytest_collectreport(report):
 def pytest_runtest_logreport(report):
     if report.skipped and report.when in ("setup", "call"):
         _SKIPPED.append((report.nodeid, _reason(report)))
-    if report.passed and report.when == "call":
-        _PASSED.append(report.nodeid)
 
 
 def pytest_configure(config):
@@ -114,10 +108,6 @@ def pytest_sessionfinish(session, exitstatus):
     if log:
         with open(log, "w", encoding="utf-8") as f:
             f.writelines(f"{nodeid}\n" for nodeid, _ in _SKIPPED)
-    ran_log = os.environ.get("ALBERT_TF_RAN_LOG")
-    if ran_log:
-        with open(ran_log, "w", encoding="utf-8") as f:
-            f.writelines(f"{nodeid}\n" for nodeid in _PASSED)
     if os.environ.get("ALBERT_TF_NO_SKIPS") and _SKIPPED:
         lines = "\n".join(f"  {nodeid}: {reason}" for nodeid, reason in _SKIPPED)
         print(f"\nALBERT_TF_NO_SKIPS is set and {len(_SKIPPED)} test(s) skipped:\n{lines}")
