@@ -26,8 +26,9 @@ same moment may lose an entry, and a shard without an entry is read as
 Example:
 
 >>> import json, os, tempfile
+>>> from pipelines.fileio import atomic_write
 >>> folder = tempfile.mkdtemp()
->>> with open(os.path.join(folder, "pretrain.manifest.json"), "w") as f:
+>>> with atomic_write(os.path.join(folder, "pretrain.manifest.json")) as f:
 ...     _ = f.write(json.dumps({"format": "albert-tf pretraining data", "version": 1}))
 >>> record_shards(folder, "pretrain", {"pretrain-00000-of-00001.tfrecord":
 ...     {"bytes": 10, "records": 1, "sha256": "ab"}})

@@ -7,8 +7,9 @@ documents; about 5% of the documents are held out, chosen by a seeded hash.
 Example:
 
 >>> import os, tempfile
+>>> from pipelines.fileio import atomic_write
 >>> folder = tempfile.mkdtemp()
->>> with open(os.path.join(folder, "mine.txt"), "w") as f:
+>>> with atomic_write(os.path.join(folder, "mine.txt")) as f:
 ...     _ = f.write("".join(f"Sentence one of {i}.\\nSentence two.\\n\\n" for i in range(200)))
 >>> counts = split_user_corpus(os.path.join(folder, "mine.txt"), os.path.join(folder, "corpus"), seed=1)
 >>> counts["documents"], counts["train_documents"] + counts["eval_documents"]

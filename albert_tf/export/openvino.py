@@ -243,7 +243,9 @@ def publish_folder(local_dir: str, final_dir: str) -> None:
     >>> import tempfile
     >>> import tensorflow as tf
     >>> src = tempfile.mkdtemp()
-    >>> _ = open(os.path.join(src, MODEL_FILE), "w").write("<net/>")
+    >>> from pipelines.fileio import atomic_write
+    >>> with atomic_write(os.path.join(src, MODEL_FILE)) as f:
+    ...     _ = f.write("<net/>")
     >>> publish_folder(src, "ram://doctest-openvino/1")
     >>> tf.io.gfile.listdir("ram://doctest-openvino/1")
     ['model.xml']

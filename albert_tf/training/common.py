@@ -29,7 +29,8 @@ def write_eval_results(path: str, results: Dict[str, Any]) -> None:
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "eval_results.txt")
     >>> write_eval_results(path, {"loss": 1.5, "global_step": 4})
-    >>> open(path).read()
+    >>> from pipelines.fileio import read_text
+    >>> read_text(path)
     'global_step = 4\\nloss = 1.5\\n'
     """
     with atomic_write(path) as f:

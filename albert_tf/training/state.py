@@ -292,7 +292,8 @@ def input_files_fingerprint(input_file: Optional[str]) -> Optional[str]:
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
     >>> for name in ("b.tfrecord", "a.tfrecord"):
-    ...     open(os.path.join(folder, name), "w").close()
+    ...     with atomic_write(os.path.join(folder, name)) as f:
+    ...         _ = f.write("records")
     >>> input_files_fingerprint(os.path.join(folder, "*.tfrecord"))
     '2 files, names sha256 7c45b1431db3'
     >>> input_files_fingerprint(None) is None

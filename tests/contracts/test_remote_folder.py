@@ -141,7 +141,7 @@ def pretrained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def finetuned(contract_assets, finetuned_heads, tmp_path_factory):
+def finetuned(contract_assets, finetuned_heads):
     """head name -> {"local", "remote"}: albert-finetune's uninterrupted run on a local folder (`finetuned_heads`,
     read only) and the same command on ram:// (stopped after step 5, then resumed), made on first use."""
     from albert_tf.bin import finetune

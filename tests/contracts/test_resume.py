@@ -85,7 +85,7 @@ def _position(state):
 
 @pytest.fixture(scope="module")
 def runs(contract_assets, finetuned_heads, tmp_path_factory):
-    """head name -> {"data", "whole", "killed", "folder", "kill"}, made on first use.
+    """head name -> {"data", "whole", "killed", "kill"}, made on first use.
 
     whole: the uninterrupted run (`finetuned_heads`, shared with other contract files: read only); killed: the
     same command on the same data, killed with SIGKILL at step 5 in a subprocess; kill: that subprocess's
@@ -101,7 +101,7 @@ def runs(contract_assets, finetuned_heads, tmp_path_factory):
             proc = subprocess.run([sys.executable, "-c", _KILL_AT_STEP, "5"] + finetune_argv(
                 HEADS[name], data, killed, contract_assets), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, cwd=ROOT, timeout=300)
-            made[name] = {"data": data, "whole": whole, "killed": killed, "folder": folder,
+            made[name] = {"data": data, "whole": whole, "killed": killed,
                           "kill": (proc.returncode, proc.stdout)}
         return made[name]
 

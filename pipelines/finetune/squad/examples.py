@@ -4,8 +4,9 @@ the original context), with errors that name the file and the question.
 Example:
 
 >>> import json, os, tempfile
+>>> from pipelines.fileio import atomic_write
 >>> path = os.path.join(tempfile.mkdtemp(), "tiny.json")
->>> with open(path, "w") as f:
+>>> with atomic_write(path) as f:
 ...     json.dump({"data": [{"paragraphs": [{"context": "Paris is in France.", "qas": [
 ...         {"id": "q1", "question": "Where is Paris?",
 ...          "answers": [{"text": "France", "answer_start": 12}]}]}]}]}, f)
