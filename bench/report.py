@@ -22,6 +22,9 @@ from bench.tables import by_table, fmt, markdown_table, ratio_table, repetitions
 
 
 # ------------------------------------------------------------------ header
+# Other processes' largest share of the cores below which a run counts as quiet: the bench.run parent, the
+# system's daemons and children the worker did not wait for (so not counted as its own) stay under it.
+QUIET_OTHERS = 0.10
 RULES = ("Statistics: every figure is a fresh process; repetitions are interleaved (every measurement once, then "
          "again); a row shows the median over its repetitions and every repetition's value. No outlier rule: no "
          "repetition is dropped, for any row. Ratios are paired: ours / peer within each repetition where both "
@@ -48,7 +51,7 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
     lines += [f"Command: `{header['command']}` ({header['date']}, {header['minutes']:.0f} minutes"
               + (f"; {expected:.0f} expected" if expected else "") + f"). Plan: {header.get('plan', 'not recorded')}"
               f", {header['reps']} repetitions.", ""] + extension_lines(header) + [
-              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header) + load_warning(header)
+              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header, measurements) + load_warning(header, measurements)
               + host_line(measurements), ""] + provenance_lines(header) + hardware.peak_lines(header) + [
               threads_line(header, measurements), "",
               "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".", "", RULES, "",
@@ -88,25 +91,44 @@ def extension_lines(header: Dict[str, object]) -> List[str]:
     return lines
 
 
-def load_line(header: Dict[str, object]) -> str:
-    """The 1-minute load average at the start, the end and at most; "above the cores" only when it was."""
+def others_share(measurements: Sequence[Measurement]) -> Optional[float]:
+    """The largest share of all cores that processes other than a measurement's own took while it ran (runs
+    since `host_others` was recorded), None for older runs."""
+    others = [r["host_others"] for m in measurements for r in m.runs if "host_others" in r]
+    return max(others) if others else None
+
+
+def load_line(header: Dict[str, object], measurements: Sequence[Measurement] = ()) -> str:
+    """The 1-minute load average at the start, the end and at most; "above the cores" only when it was, and
+    whose work that was where the run recorded it (the load average counts the benchmark's own threads and
+    helper processes, torch.compile's compile workers among them, as much as anyone else's)."""
     cores = header["cpu"]["cores"]
     most = header.get("load_max", header["load_end"])
-    where = (f"above the {cores} cores: other jobs were running" if most > cores
-             else f"within the {cores} cores, the benchmark's own threads included")
+    others = others_share(measurements)
+    if most <= cores:
+        where = f"within the {cores} cores, the benchmark's own threads included"
+    elif others is None:
+        where = f"above the {cores} cores: other jobs were running"
+    else:
+        where = (f"above the {cores} cores; other processes than the measurements' own took {100 * others:.0f}% "
+                 f"of the cores at most" + (": other jobs were running" if others > QUIET_OTHERS else
+                                            ", so the load was the benchmark's own"))
     return (f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end, "
             f"{most:.2f} at most ({where}).")
 
 
 def host_line(measurements: Sequence[Measurement]) -> str:
-    """The machine's busy and stolen shares during the measurements (/proc/stat; runs since issue 33)."""
+    """The machine's busy and stolen shares during the measurements (/proc/stat; runs since issue 33), and
+    other processes' share where recorded."""
     busy = [r["host_busy"] for m in measurements for r in m.runs if "host_busy" in r]
     if not busy:
         return ""
     steal = [r.get("host_steal", 0.0) for m in measurements for r in m.runs if "host_busy" in r]
+    others = others_share(measurements)
     return (f" While the measurements ran (/proc/stat, all cores): busy {100 * statistics.median(busy):.0f}% "
             f"(median over measurements; {100 * max(busy):.0f}% at most), stolen by the hypervisor "
-            f"{100 * max(steal):.0f}% at most.")
+            f"{100 * max(steal):.0f}% at most" + ("." if others is None else
+                                                   f", other processes {100 * others:.0f}% at most."))
 
 
 def provenance_lines(header: Dict[str, object]) -> List[str]:
@@ -122,11 +144,18 @@ def provenance_lines(header: Dict[str, object]) -> List[str]:
             + ". Every timed call's seconds are in the JSON (samples_s), beside each process's median.", ""]
 
 
-def load_warning(header: Dict[str, object]) -> str:
-    """A warning when other jobs shared the CPU: OpenMP's spinning threads (torch) lose more than TensorFlow's pool."""
-    if header.get("load_max", header["load_end"]) <= header["cpu"]["cores"]:
+def load_warning(header: Dict[str, object], measurements: Sequence[Measurement] = ()) -> str:
+    """A warning when other jobs shared the CPU: OpenMP's spinning threads (torch) lose more than TensorFlow's pool.
+    Where the run recorded other processes' share, that decides; before, the load average above the cores."""
+    others = others_share(measurements)
+    if others is not None:
+        if others <= QUIET_OTHERS:
+            return ""
+    elif header.get("load_max", header["load_end"]) <= header["cpu"]["cores"]:
         return ""
-    return (" **The load exceeded the cores: every figure is slowed, and torch's OpenMP threads, which spin while "
+    why = ("The load exceeded the cores" if others is None else
+           f"Other processes took up to {100 * others:.0f}% of the cores")
+    return (f" **{why}: every figure is slowed, and torch's OpenMP threads, which spin while "
             "they wait for each other, lose far more than TensorFlow's or OpenVINO's thread pools; ratios against "
             "torch from this run favour ours. Rerun on a quiet machine.**")
 

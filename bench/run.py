@@ -32,6 +32,7 @@ import dataclasses
 import datetime
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -61,7 +62,7 @@ def run_one(m: Measurement, timeout: float, python: str, rep: int = 0, n_threads
     env = dict(os.environ, PYTHONPATH=REPO_DIR + os.pathsep + os.environ.get("PYTHONPATH", ""),
                **threads.environment(n_threads or os.cpu_count() or 1))
     env.update(m.env)
-    before = cpu_times()
+    before, own_before = cpu_times(), children_cpu_s()
     try:
         proc = subprocess.run([python, "-m", "bench.worker", m.spec()], cwd=REPO_DIR, env=env,
                               capture_output=True, text=True, timeout=timeout)
@@ -73,7 +74,8 @@ def run_one(m: Measurement, timeout: float, python: str, rep: int = 0, n_threads
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         m.errors.append(f"rep {rep + 1}: exit {proc.returncode}: {tail[0][:300]}")
         return
-    m.runs.append(dict(json.loads(lines[-1][len(RESULT_PREFIX):]), rep=rep, **machine_share(before, cpu_times())))
+    share = machine_share(before, cpu_times(), own_cpu_s=children_cpu_s() - own_before)
+    m.runs.append(dict(json.loads(lines[-1][len(RESULT_PREFIX):]), rep=rep, **share))
 
 
 def cpu_times() -> List[int]:
@@ -86,12 +88,24 @@ def cpu_times() -> List[int]:
         return []
 
 
-def machine_share(before: Sequence[int], after: Sequence[int]) -> Dict[str, float]:
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's finished children and the descendants they waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_share(before: Sequence[int], after: Sequence[int], own_cpu_s: Optional[float] = None,
+                  ticks_per_s: Optional[int] = None) -> Dict[str, float]:
     """While a measurement ran: the share of all cores' time that was busy (any process, the measurement's
-    own included) and the share the hypervisor took (steal), from two `cpu_times` readings.
+    own included), the share the hypervisor took (steal) and, given the measurement's own CPU seconds, the
+    share that other processes took (`host_others`: busy minus the measurement's own; the load average
+    cannot tell the two apart), from two `cpu_times` readings.
 
     >>> machine_share([100, 0, 0, 900, 0, 0, 0, 0], [250, 0, 50, 1000, 0, 0, 0, 100])
     {'host_busy': 0.5, 'host_steal': 0.25}
+    >>> machine_share([100, 0, 0, 900, 0, 0, 0, 0], [250, 0, 50, 1000, 0, 0, 0, 100], own_cpu_s=1.5,
+    ...               ticks_per_s=100)
+    {'host_busy': 0.5, 'host_steal': 0.25, 'host_others': 0.125}
     """
     if len(before) < 8 or len(after) < 8:
         return {}
@@ -100,7 +114,11 @@ def machine_share(before: Sequence[int], after: Sequence[int]) -> Dict[str, floa
     if total <= 0:
         return {}
     idle = delta[3] + delta[4]
-    return {"host_busy": (total - idle - delta[7]) / total, "host_steal": delta[7] / total}
+    share = {"host_busy": (total - idle - delta[7]) / total, "host_steal": delta[7] / total}
+    if own_cpu_s is not None:
+        ticks = ticks_per_s or os.sysconf("SC_CLK_TCK")  # /proc/stat counts in these ticks
+        share["host_others"] = max(0.0, share["host_busy"] - own_cpu_s * ticks / total)
+    return share
 
 
 def run_all(measurements: List[Measurement], reps: int, timeout: float, python: str, log=print,

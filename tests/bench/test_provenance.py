@@ -1,9 +1,10 @@
 """What a run file records about itself: the code (commit, dirty flag), the machine (model, clock, topology,
-flags), every call's seconds, the machine's busy and stolen shares, and a load line that says "above the
-cores" only when the load was."""
+flags), every call's seconds, the machine's busy and stolen shares and other processes' share, and a load line
+that says "above the cores" only when the load was, and "other jobs" only when other processes' share says so."""
 
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -32,6 +33,49 @@ def test_the_committed_rerun_no_longer_claims_a_load_above_its_cores():
     with open(os.path.join(run.RESULTS_DIR, "avx512-bf16-infer.md"), encoding="utf-8") as f:
         text = f.read()
     assert "1.98 at most (within the 2 cores" in text and "above the 2 cores" not in text
+
+
+def _measured(others):
+    m = P.Measurement("train", "albert-tf step", "ours", "train_step", {})
+    m.runs = [dict(per_s=1.0, rep=r, host_busy=0.99, host_steal=0.0, host_others=o) for r, o in enumerate(others)]
+    return [m]
+
+
+def test_a_load_above_the_cores_from_the_benchmarks_own_processes_is_not_called_other_jobs():
+    # The load average counts the measurement's own threads and helpers (torch.compile's compile workers):
+    # where the run recorded other processes' CPU share, that share decides what the header says.
+    quiet, busy = _measured([0.01, 0.04]), _measured([0.02, 0.35])
+    line = report.load_line(_header(load_max=2.16), quiet)
+    assert "took 4% of the cores at most, so the load was the benchmark's own" in line
+    assert "other jobs" not in line and report.load_warning(_header(load_max=2.16), quiet) == ""
+    line = report.load_line(_header(load_max=2.16), busy)
+    assert "took 35% of the cores at most: other jobs were running" in line
+    assert "Other processes took up to 35% of the cores" in report.load_warning(_header(load_max=2.16), busy)
+    # Other processes at 35% warn even when the load average stayed within the cores.
+    assert "favour ours" in report.load_warning(_header(load_max=1.5), busy)
+    assert "other processes 35% at most." in report.host_line(busy)
+
+
+def test_other_processes_share_is_busy_minus_the_measurements_own_cpu(monkeypatch):
+    # /proc/stat readings 1 s apart on 2 cores (200 ticks): 180 busy, of which the worker's own 1.5 CPU-s
+    # (150 ticks): other processes took 30 of 200 ticks.
+    readings = iter([[0, 0, 0, 0, 0, 0, 0, 0], [150, 0, 30, 20, 0, 0, 0, 0]])
+    own = iter([10.0, 11.5])
+    monkeypatch.setattr(run, "cpu_times", lambda: next(readings))
+    monkeypatch.setattr(run, "children_cpu_s", lambda: next(own))
+    monkeypatch.setattr(run.os, "sysconf", lambda name: 100)
+    monkeypatch.setattr(run.subprocess, "run", lambda cmd, **kw: subprocess.CompletedProcess(
+        cmd, 0, stdout='BENCH_RESULT {"per_s": 1.0}\n', stderr=""))
+    m = P.Measurement("train", "albert-tf step", "ours", "train_step", {})
+    run.run_one(m, timeout=10, python="python", rep=0, n_threads=2)
+    assert m.runs[0]["host_busy"] == pytest.approx(0.9) and m.runs[0]["host_others"] == pytest.approx(0.15)
+
+
+def test_children_cpu_counts_a_finished_childs_cpu_time():
+    before = run.children_cpu_s()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.3: pass"], check=True)
+    assert run.children_cpu_s() - before >= 0.25
 
 
 def _git(repo, *args):
