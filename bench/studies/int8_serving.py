@@ -15,7 +15,11 @@ with NNCF's int8 of Hugging Face's model from torch (0.95x, 1.01x; rounds 0.92-1
 dense layers included; on a batch of real sentences padded to its longest, ours (dense layers on the real tokens
 only) 1.55x and 1.79x the peer from torch (rounds 1.39-1.87x); 3.8-4.4x ONNX Runtime's dynamic int8. Before
 int8 exports kept their tokens rank-3, ours ran NNCF's quantizers as stand-alone float32 FakeQuantize nodes on
-2-D activations (int8-avx512-bf16-profile.md: 50 of 1118 ms a call). AMX not measured. Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
+2-D activations (int8-avx512-bf16-profile.md: 50 of 1118 ms a call). On Intel with AMX (2026-12-07, two runs,
+int8-amx.md with the profile, int8-amx-2.md): ours int8 ahead of our float export by 1.37x and 1.46x (AMX's
+bfloat16 kernels already run the float dense layers fast: 365 of 550 ms a call, int8's 236; the other nodes
+184 -> 157 ms), level with NNCF's int8 from torch (0.96x, 0.98x), ahead of it on real text (1.41x, 1.45x).
+Command: `python -m bench.studies.int8_serving --rounds 4 --steps 3`.
 Serving a two-label classifier instead (`--model classifier`, 2026-12-07, two runs on the avx512-bf16 kind;
 int8-avx512-bf16-classifier.md with the profile, -classifier-2.md), whose last block our model computes at [CLS]
 only while the peers' graphs compute it at every position: ours int8 level with NNCF's int8 from torch (1.05x,
