@@ -51,7 +51,8 @@ def header_lines(header: Dict[str, object], measurements: Sequence[Measurement])
     lines += [f"Command: `{header['command']}` ({header['date']}, {header['minutes']:.0f} minutes"
               + (f"; {expected:.0f} expected" if expected else "") + f"). Plan: {header.get('plan', 'not recorded')}"
               f", {header['reps']} repetitions.", ""] + extension_lines(header) + [
-              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header, measurements) + load_warning(header, measurements)
+              f"Machine: {common.cpu_line(cpu)} Kind: {kind}. " + load_line(header, measurements)
+              + load_warning(header, measurements)
               + host_line(measurements), ""] + provenance_lines(header) + hardware.peak_lines(header) + [
               threads_line(header, measurements), "",
               "Versions: " + ", ".join(f"{k} {v}" for k, v in header["versions"].items()) + ".", "", RULES, "",
@@ -98,6 +99,15 @@ def others_share(measurements: Sequence[Measurement]) -> Optional[float]:
     return max(others) if others else None
 
 
+def other_jobs_ran(header: Dict[str, object], measurements: Sequence[Measurement]) -> bool:
+    """Whether other jobs shared the CPU: other processes' share above `QUIET_OTHERS` where the run recorded it;
+    before, the load average above the cores."""
+    others = others_share(measurements)
+    if others is not None:
+        return others > QUIET_OTHERS
+    return header.get("load_max", header["load_end"]) > header["cpu"]["cores"]
+
+
 def load_line(header: Dict[str, object], measurements: Sequence[Measurement] = ()) -> str:
     """The 1-minute load average at the start, the end and at most; "above the cores" only when it was, and
     whose work that was where the run recorded it (the load average counts the benchmark's own threads and
@@ -111,8 +121,8 @@ def load_line(header: Dict[str, object], measurements: Sequence[Measurement] = (
         where = f"above the {cores} cores: other jobs were running"
     else:
         where = (f"above the {cores} cores; other processes than the measurements' own took {100 * others:.0f}% "
-                 f"of the cores at most" + (": other jobs were running" if others > QUIET_OTHERS else
-                                            ", so the load was the benchmark's own"))
+                 f"of the cores at most" + (": other jobs were running" if other_jobs_ran(header, measurements)
+                                            else ", so the load was the benchmark's own"))
     return (f"1-minute load average {header['load_start']:.2f} at the start, {header['load_end']:.2f} at the end, "
             f"{most:.2f} at most ({where}).")
 
@@ -147,12 +157,9 @@ def provenance_lines(header: Dict[str, object]) -> List[str]:
 def load_warning(header: Dict[str, object], measurements: Sequence[Measurement] = ()) -> str:
     """A warning when other jobs shared the CPU: OpenMP's spinning threads (torch) lose more than TensorFlow's pool.
     Where the run recorded other processes' share, that decides; before, the load average above the cores."""
-    others = others_share(measurements)
-    if others is not None:
-        if others <= QUIET_OTHERS:
-            return ""
-    elif header.get("load_max", header["load_end"]) <= header["cpu"]["cores"]:
+    if not other_jobs_ran(header, measurements):
         return ""
+    others = others_share(measurements)
     why = ("The load exceeded the cores" if others is None else
            f"Other processes took up to {100 * others:.0f}% of the cores")
     return (f" **{why}: every figure is slowed, and torch's OpenMP threads, which spin while "
