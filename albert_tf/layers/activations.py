@@ -14,6 +14,9 @@ def _gelu_erf(x):
     return keras.activations.gelu(x, approximate=False)
 
 
+# The GELU forms (`albert_tf.layers.xla_kernels` has a training kernel for each).
+GELUS = (gelu_tanh, _gelu_erf)
+
 _ACTIVATIONS = {
     # The original modeling.py's "gelu" is the tanh approximation.
     "gelu": gelu_tanh,

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
-from albert_tf.layers.fused import (apply_layer_norm, attention_scale_in_queries, dense_2d, flatten_tokens,
+from albert_tf.layers.fused import (add_and_layer_norm, attention_scale_in_queries, dense_2d, flatten_tokens,
                                     unflatten_tokens)
 from albert_tf.layers.token_packing import TokenPacking, pack_tokens, unpack_tokens
 
@@ -164,7 +164,7 @@ class AlbertAttention(keras.layers.Layer):
             context = pack_tokens(context, packing)
         out = dense_2d(self.output_dense, context, fuse_bias=self.fuse_projection_bias)
         out = self.output_dropout(out, training=training)
-        out = apply_layer_norm(self.layer_norm, tf.cast(out, tf.float32) + tf.cast(queries_x, tf.float32))
+        out = add_and_layer_norm(self.layer_norm, out, queries_x, training)
         if selected:
             return tf.reshape(out, [batch_size, -1, self.hidden_size])
         return unflatten_tokens(out, x)

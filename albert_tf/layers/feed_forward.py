@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from albert_tf.layers.activations import get_activation
 from albert_tf.layers.embeddings import LAYER_NORM_EPSILON, layer_norm
-from albert_tf.layers.fused import apply_layer_norm, dense_2d, flatten_tokens, unflatten_tokens
+from albert_tf.layers.fused import add_and_layer_norm, dense_2d, flatten_tokens, unflatten_tokens
 
 
 class AlbertFeedForward(keras.layers.Layer):
@@ -72,9 +72,10 @@ class AlbertFeedForward(keras.layers.Layer):
 
     def call(self, x, training=None):
         x2d = flatten_tokens(x)
-        out = dense_2d(self.output_dense, dense_2d(self.intermediate, x2d), fuse_bias=self.fuse_output_bias)
+        hidden = dense_2d(self.intermediate, x2d, training=training)
+        out = dense_2d(self.output_dense, hidden, fuse_bias=self.fuse_output_bias)
         out = self.output_dropout(out, training=training)
-        out = apply_layer_norm(self.layer_norm, tf.cast(out, tf.float32) + tf.cast(x2d, tf.float32))
+        out = add_and_layer_norm(self.layer_norm, out, x2d, training)
         return unflatten_tokens(out, x)
 
     def get_config(self):

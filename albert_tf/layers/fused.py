@@ -31,6 +31,8 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from albert_tf.layers import xla_kernels
+
 _tracing = threading.local()
 
 
@@ -130,11 +132,14 @@ def _gelu_tanh_as_sigmoid(x: tf.Tensor) -> tf.Tensor:
     return x * tf.sigmoid(tf.constant(2.0 * math.sqrt(2.0 / math.pi), x.dtype) * inner)
 
 
-def _activation(layer: keras.layers.Dense):
+def _activation(layer: keras.layers.Dense, training=None):
     from albert_tf.layers import activations
 
     if getattr(_tracing, "gelu_outside_matmuls", False) and layer.activation is activations.gelu_tanh:
         return _gelu_tanh_as_sigmoid
+    if xla_kernels.for_training(training) and layer.activation in activations.GELUS:
+        approximate = layer.activation is activations.gelu_tanh
+        return lambda x: xla_kernels.gelu(x, approximate)
     return layer.activation
 
 
@@ -164,8 +169,30 @@ def apply_layer_norm(layer: keras.layers.LayerNormalization, x: tf.Tensor) -> tf
     return tf.cast(out, layer.compute_dtype)
 
 
+def add_and_layer_norm(layer: keras.layers.LayerNormalization, x: tf.Tensor, residual: tf.Tensor,
+                       training=None) -> tf.Tensor:
+    """`layer(x + residual)`, the sum in float32, for a built last-axis LayerNormalization.
+
+    In training (`training=True`) the add and the LayerNorm, and their backward, are each one XLA kernel
+    (`albert_tf.layers.xla_kernels`); otherwise `apply_layer_norm`.
+
+    Example:
+    >>> layer = keras.layers.LayerNormalization(epsilon=1e-12)
+    >>> x, r = tf.random.normal([3, 8]), tf.random.normal([3, 8])
+    >>> want = layer(x + r)
+    >>> got = add_and_layer_norm(layer, x, r, training=True)
+    >>> bool(tf.reduce_all(tf.abs(got - want) < 1e-5))
+    True
+    """
+    if (xla_kernels.for_training(training) and not getattr(_tracing, "mvn_layer_norm", False)
+            and not layer.rms_scaling and list(layer.axis) == [-1] and layer.scale and layer.center):
+        out = xla_kernels.residual_layer_norm(x, residual, layer.gamma, layer.beta, layer.epsilon)
+        return tf.cast(out, layer.compute_dtype)
+    return apply_layer_norm(layer, tf.cast(x, tf.float32) + tf.cast(residual, tf.float32))
+
+
 def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
-             scale: Optional[float] = None) -> tf.Tensor:
+             scale: Optional[float] = None, training=None) -> tf.Tensor:
     """`activation(x @ kernel + bias)` of a built `Dense` layer, on a 2-D `x`.
 
     Computes in the layer's compute dtype, as calling the layer would, but as
@@ -181,6 +208,8 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
             (`bench/results/performance_notes.md`). Ignored (fused) within
             `tracing_for_constant_weights()`.
         scale: multiplies the kernel and the bias (for constant weights: folded into them once).
+        training: True: a GELU activation runs as one XLA kernel each way (`albert_tf.layers.xla_kernels`),
+            outside the matmul, which in training TensorFlow does not fuse with it anyway.
 
     Returns:
         [N, units] tensor in the layer's compute dtype.
@@ -196,7 +225,7 @@ def dense_2d(layer: keras.layers.Dense, x: tf.Tensor, fuse_bias: bool = True,
     kernel, bias = tf.cast(layer.kernel, dtype), tf.cast(layer.bias, dtype)
     if scale is not None:
         kernel, bias = kernel * tf.constant(scale, dtype), bias * tf.constant(scale, dtype)
-    activation = _activation(layer)
+    activation = _activation(layer, training)
     y = tf.matmul(tf.cast(x, dtype), kernel)
     if fuse_bias or getattr(_tracing, "constant_weights", False) or y.shape.rank == 3:
         return activation(tf.nn.bias_add(y, bias))

@@ -24,6 +24,11 @@ Variants (issue 18):
 - `frozen`: the graph `albert-export` serves: weights as constants, every
   bias add fused (`albert_tf.export.base.freeze_model_call`); inference only.
 
+Training's elementwise work (2026-12-07): `after` runs GELU and residual add +
+LayerNorm, forward and backward, as single XLA kernels in float32
+(`albert_tf.layers.xla_kernels`); `plain_elementwise` is the plain TensorFlow
+ops they replaced. The issue-27 levers below start from `plain_elementwise`.
+
 Training levers (issue 27: the elementwise work outside the matmuls, which
 XLA would fuse but whose matmuls run slower than oneDNN's on CPUs):
 - `xla_layernorm`: every LayerNorm's call compiled with XLA
@@ -63,6 +68,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from albert_tf.layers import xla_kernels  # noqa: E402
 from albert_tf.layers.attention import AlbertAttention  # noqa: E402
 from albert_tf.layers.feed_forward import AlbertFeedForward  # noqa: E402
 from albert_tf.layers.heads import MaskedLMHead  # noqa: E402
@@ -200,15 +206,25 @@ def _xla_update_step(self, grads, trainable_variables, learning_rate):
 
 
 _XLA_GELU = tf.function(lambda x: tf.nn.gelu(x, approximate=True), jit_compile=True)
+
+
+def _never(training):
+    return False
+
+
+# Training's elementwise work as plain TensorFlow ops, as before `albert_tf.layers.xla_kernels`; the
+# issue-27 levers below patch those ops, so each starts from this.
+_PLAIN = [(xla_kernels, "for_training", _never)]
 LEVERS = {
-    "xla_layernorm": [(keras.layers.LayerNormalization, "call", _layer_norm_xla_call)],
-    "xla_gelu": [(AlbertFeedForward, "call", _feed_forward_with_gelu(_XLA_GELU))],
-    "xla_lamb": [(_AlbertAdamBase, "_backend_update_step", _xla_update_step)],
-    "custom_grad_gelu": [(AlbertFeedForward, "call", _feed_forward_with_gelu(gelu_custom_grad))],
-    "custom_grad_layernorm": [(keras.layers.LayerNormalization, "call", _layer_norm_custom_grad_call)],
+    "plain_elementwise": _PLAIN,
+    "xla_layernorm": _PLAIN + [(keras.layers.LayerNormalization, "call", _layer_norm_xla_call)],
+    "xla_gelu": _PLAIN + [(AlbertFeedForward, "call", _feed_forward_with_gelu(_XLA_GELU))],
+    "xla_lamb": _PLAIN + [(_AlbertAdamBase, "_backend_update_step", _xla_update_step)],
+    "custom_grad_gelu": _PLAIN + [(AlbertFeedForward, "call", _feed_forward_with_gelu(gelu_custom_grad))],
+    "custom_grad_layernorm": _PLAIN + [(keras.layers.LayerNormalization, "call", _layer_norm_custom_grad_call)],
 }
-LEVERS["custom_grads"] = LEVERS["custom_grad_gelu"] + LEVERS["custom_grad_layernorm"]
-LEVERS["custom_grads_xla_lamb"] = LEVERS["custom_grads"] + LEVERS["xla_lamb"]
+LEVERS["custom_grads"] = LEVERS["custom_grad_gelu"] + LEVERS["custom_grad_layernorm"][1:]
+LEVERS["custom_grads_xla_lamb"] = LEVERS["custom_grads"] + LEVERS["xla_lamb"][1:]
 
 
 VARIANTS = {

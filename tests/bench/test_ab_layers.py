@@ -12,7 +12,8 @@ from bench.studies import ab_layers as ab
 # float32: XLA and the written-out backwards reorder sums (measured: at most 1.2e-7 of the largest magnitude).
 TOLERANCE = 1e-5
 # The combinations (custom_grads, custom_grads_xla_lamb) are these patches concatenated.
-LEVERS = ("xla_layernorm", "xla_gelu", "xla_lamb", "custom_grad_gelu", "custom_grad_layernorm")
+# plain_elementwise: the ops albert_tf.layers.xla_kernels replaced, against the kernels (the baseline).
+LEVERS = ("plain_elementwise", "xla_layernorm", "xla_gelu", "xla_lamb", "custom_grad_gelu", "custom_grad_layernorm")
 
 
 @tf.custom_gradient
@@ -51,7 +52,7 @@ def _update_twice(self, grads, trainable_variables, learning_rate):
 
 WRONG = {
     "wrong_gelu_backward": [(ab.AlbertFeedForward, "call", ab._feed_forward_with_gelu(_gelu_wrong_backward))],
-    "wrong_layernorm_backward": [(ab.keras.layers.LayerNormalization, "call", _layer_norm_wrong_backward)],
+    "wrong_layernorm_backward": ab._PLAIN + [(ab.keras.layers.LayerNormalization, "call", _layer_norm_wrong_backward)],
     "wrong_update": [(ab._AlbertAdamBase, "_backend_update_step", _update_twice)],
 }
 
