@@ -20,6 +20,10 @@ oneDNN fusions fired and which ops stayed unfused:
 
     python -m bench.studies.profile_step --mode infer --batch 32 --fusions
 
+With --by_name Mul,Cast it also sums those op types' time by op name (the
+copies of an op in the unrolled layers merged), to tell GELU's Muls from
+LayerNorm's.
+
 The trace stays in --logdir for TensorBoard's profile plugin.
 """
 
@@ -55,9 +59,17 @@ def _op_type(name: str) -> str:
     return re.sub(r"_\d+$", "", name.rsplit("/", 1)[-1])
 
 
-def op_type_times(logdir: str) -> collections.Counter:
-    """Microseconds per op type over the host plane's TF op events."""
+def _op_name(name: str) -> str:
+    """'.../transformer/ffn_group_inner/Gelu/mul_3:Mul' -> 'Mul .../ffn_group_inner/Gelu/mul' (copies merged)."""
+    op, op_type = name.rsplit(":", 1)
+    return f"{op_type} {re.sub(r'_[0-9]+(?=/|$)', '', op)}"
+
+
+def op_type_times(logdir: str, key=None) -> collections.Counter:
+    """Microseconds per op type (or per `key(event name)`) over the host plane's TF op events."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    key = key or _op_type
 
     paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
     if not paths:
@@ -78,7 +90,7 @@ def op_type_times(logdir: str) -> collections.Counter:
                 # function body (its ops are counted on their own).
                 if ":" not in name or name.endswith(":Process") or name.startswith("__inference"):
                     continue
-                totals[_op_type(name)] += event.duration_ps / 1e6
+                totals[key(name)] += event.duration_ps / 1e6
     return totals
 
 
@@ -149,6 +161,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--fusions", action="store_true",
                         help="also list the executed graph's ops and which oneDNN fusions fired")
+    parser.add_argument("--by_name", default="",
+                        help="comma-separated op types (Mul,Cast): also list their time by op name")
     parser.add_argument("--layers", default="after",
                         help="layer code path, a variant of bench.studies.ab_layers ('before': before issue 18)")
     args = parser.parse_args()
@@ -179,6 +193,13 @@ def main() -> None:
     print("| op type | ms per step | share |\n|---|---|---|")
     for name, us in totals.most_common(args.top):
         print(f"| {name} | {us / args.steps / 1e3:.1f} | {100 * us / args.steps / busy:.1f}% |")
+    if args.by_name:
+        types = set(args.by_name.split(","))
+        by_name = op_type_times(logdir, key=_op_name)
+        print("| op (type and name, copies merged) | ms per step |\n|---|---|")
+        for name, us in by_name.most_common():
+            if name.split(" ", 1)[0] in types and us / args.steps >= 1e3:
+                print(f"| {name} | {us / args.steps / 1e3:.1f} |")
     if census is not None:
         print(fusion_table(census))
         print("| executed op (fused ops) | nodes |\n|---|---|")
