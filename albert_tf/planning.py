@@ -188,16 +188,18 @@ def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str)
 
     Per applied block (L x K; the last at [CLS] and the P masked positions only, its keys and values at
     every position), for each of its two sublayers: the input as
-    its matmuls read it (compute dtype) and three float32 [T, H] tensors of
-    the residual + LayerNorm; then Q, K, V and the attention context; two
-    float32 [N, T, T] tensors of the softmax (and the probabilities'
-    compute-dtype cast under mixed precision); the FFN
-    pre-activation, GELU's three saved intermediates (tanh, 1 + tanh, x / 2)
-    and its output; dropout masks (1 byte) and dropped values where dropout
-    is on. Embeddings (float32) and the masked-LM head on P positions
+    its matmuls read it (compute dtype; under mixed precision also its
+    float32 original, which the residual add + LayerNorm kernel keeps) and
+    the sublayer's output (compute dtype, kept by that kernel:
+    `albert_tf.layers.xla_kernels`, which recomputes the rest); then Q, K,
+    V and the attention context; two float32 [N, T, T] tensors of the
+    softmax (and the probabilities' compute-dtype cast under mixed
+    precision); the FFN pre-activation (kept by the GELU kernel) and GELU's
+    output; dropout masks (1 byte) and dropped values where dropout is on. Embeddings (float32) and the masked-LM head on P positions
     likewise; the loss keeps float32 softmax gradients P x V. `working` is
     the backward pass's transient: gradients of the largest per-layer
-    tensors (two float32 [N, T, T], two [T, I]). The counts per block were
+    tensors (two float32 [N, T, T], two [T, I] in the compute dtype, three
+    float32 [T, H] of the residual add + LayerNorm). The counts per block were
     measured on single blocks with TensorFlow's allocator (bench/studies/plan_memory.py
     checks the whole model).
 
@@ -219,16 +221,17 @@ def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str)
     scores = a * s * s
     attn_drop = (1 + f) if config.attention_probs_dropout_prob > 0 else 0
     hidden_drop = (1 + f) if config.hidden_dropout_prob > 0 else 0
-    def sublayer(rows):  # its input as its matmuls read it (compute dtype), three float32 tensors of the residual + LN
-        return rows * h * c + 3 * rows * h * f + rows * h * hidden_drop
+    def sublayer(rows):  # its input (compute dtype, and float32 when mixed) and its output, for the residual + LN
+        return rows * h * c + rows * h * f * mixed + rows * h * c + rows * h * hidden_drop
 
     def attention(rows):  # `rows` query positions of the T; K and V (and their input) at every position
         keys_input = (s - rows) * h * c
+        # The softmax's float32 input is kept only without mixed precision (measured); its float32 output always.
         return (sublayer(rows) + keys_input + (rows + 2 * s) * h * c
-                + a * rows * s * (2 * f + c * mixed + attn_drop) + rows * h * c)
+                + a * rows * s * (f + f * (not mixed) + c * mixed + attn_drop) + rows * h * c)
 
     def ffn(rows):
-        return sublayer(rows) + 5 * rows * i * c
+        return sublayer(rows) + 2 * rows * i * c
 
     # The training step's last block runs at [CLS] and the P masked positions only (AlbertEncoder's
     # output_positions).
@@ -238,8 +241,8 @@ def activation_terms(config: AlbertConfig, seq: int, preds: int, precision: str)
     mlm = p * h * c + 5 * p * e * c + 4 * p * e * f + p * e * c * mixed + p * v * f
     # The backward pass's transient: a full block's gradients of its largest tensors, reached once the last
     # block's activations are freed, or the last block's own (smaller) ones at the start.
-    def working_of(rows):
-        return 2 * a * rows * s * f + 2 * rows * i * f
+    def working_of(rows):  # the GELU kernel's gradients in the compute dtype; the LayerNorm kernel's three float32
+        return 2 * a * rows * s * f + 2 * rows * i * c + 3 * rows * h * f
 
     working = max(working_of(last_rows), working_of(s) - attention(last_rows) - ffn(last_rows))
     return {
