@@ -13,9 +13,9 @@ keeping them.
 Only training uses these (`for_training(training)`): inference, the
 SavedModel and the OpenVINO export keep the plain ops, which oneDNN fuses into
 the matmul before them. The values are the plain ops' within float32
-rounding (`tests/albert_tf/layers/test_xla_kernels.py`); the A/B and profile
+rounding (`tests/layers/test_xla_kernels.py`); the A/B and profile
 behind it are in `bench/results/performance_notes.md` ("Training's
-elementwise work in XLA").
+elementwise work as XLA kernels").
 """
 
 from __future__ import annotations
