@@ -5,18 +5,21 @@ sentence-pair task (are two sentences from one module?), how many dev accuracy p
 `albert-export --format=openvino --quantize=int8` lose against our float export, and how many does the peer lose:
 NNCF's transformer quantization (optimum-intel's call) of OpenVINO's own conversion of Hugging Face's `AlbertModel`
 holding the same fine-tuned weights, with the same head, calibration texts and dev set? Answer: within a point
-for both, and level with each other (bench/results/int8_accuracy.md; the demo's 611k-parameter model, seed
+for both, and level with each other. bench/results/int8_accuracy.md (the demo's 611k-parameter model, seed
 12345, AMD EPYC avx512-bf16 kind): topic, 600 dev texts: neither loses any accuracy (68.83 both ways; each breaks
-one answer and fixes one); same-module pairs, 1000 dev texts: ours 57.30 -> 57.00 (0.30 +- 0.22 points: 4 answers
-broken, 1 fixed), the peer 57.30 -> 57.20 (0.10 +- 0.17: 2 broken, 1 fixed), two answers apart, within the
-standard errors. Command: `python -m bench.studies.int8_accuracy --pretrained_dir=demo_output/model
---topic_task_dir=demo_output/topic_task`.
+one answer and fixes one); same-module pairs, 1000 dev texts: both 57.30 -> 57.20 (0.10 points; ours 3 answers
+broken and 2 fixed, the peer 2 and 1). bench/results/int8_accuracy_amx.md (Intel with AMX, the demo rerun there,
+2026-12-07; each system also as that CPU serves it, bfloat16 float parts): topic: ours loses 0.17 points, the
+peer gains 0.17, one answer apart, within the standard error (0.17); pairs: no answer changed in float32, in
+bfloat16 ours fixes one. Command: `python -m bench.studies.int8_accuracy --pretrained_dir=demo_output/model
+--topic_task_dir=demo_output/topic_task [--output=bench/results/int8_accuracy_<kind>]`.
 
 Each task is fine-tuned once from --pretrained_dir (an albert-tf model folder with spm.model, e.g. albert-demo's
 demo_output/model) with the demo's recipe (mean pooling, AdamW, seed --seed). Then both systems quantize the
 fine-tuned classifier on the same --calibration_size training texts and answer the same dev texts with the same
 ids (our preprocessor's), the float and the int8 graph each, compiled with f32 inference (so only the
-quantization differs; `albert_tf.export.int8.measure_cost` computes every figure, for both systems). The peer's
+quantization differs; `albert_tf.export.int8.measure_cost` computes every figure, for both systems), and on a CPU
+whose OpenVINO infers in bfloat16 by default, again as it serves them. The peer's
 float graph is checked against ours before it is quantized (the largest logit difference is printed and kept).
 """
 
@@ -169,18 +172,18 @@ def _int64(item: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     return {k: v.astype(np.int64) for k, v in item.items()}
 
 
-def answer_changes(float_ir, int8_ir, items, labels: np.ndarray) -> Dict[str, Any]:
+def answer_changes(float_ir, int8_ir, items, labels: np.ndarray, precision: str = "f32") -> Dict[str, Any]:
     """How int8 changed the answers on labelled texts: `broken` (float right, int8 wrong), `fixed` (the reverse),
     `changed` (any other class), and the drop's standard error in points, sqrt(broken + fixed) / n x 100 (the
     paired difference of two accuracies on the same texts, as McNemar's test counts it).
 
-    Both graphs compiled with f32 inference, as `albert_tf.export.int8.measure_cost` does."""
+    Both graphs compiled with `precision` inference, as `albert_tf.export.int8.measure_cost` does."""
     import openvino as ov
 
     core = ov.Core()
     predictions = []
     for ir in (float_ir, int8_ir):
-        compiled = core.compile_model(ir, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+        compiled = core.compile_model(ir, "CPU", {"INFERENCE_PRECISION_HINT": precision})
         predictions.append(np.concatenate([np.argmax(compiled(item)["logits"], -1) for item in items]))
     before, after = (p == labels for p in predictions)
     broken, fixed = int(np.sum(before & ~after)), int(np.sum(~before & after))
@@ -216,8 +219,14 @@ def task_row(name: str, task_dir: str, max_seq_length: int) -> Dict[str, Any]:
     peer = int8.measure_cost(float_ir, int8_ir, peer_items, dev, "classifier")
     peer.update(answer_changes(float_ir, int8_ir, peer_items, dev.labels))
     core = ov.Core()
-    ours.update(answer_changes(*(core.read_model(os.path.join(exports[k], "model.xml")) for k in ("float", "int8")),
-                               dev_items, dev.labels))
+    our_irs = [core.read_model(os.path.join(exports[k], "model.xml")) for k in ("float", "int8")]
+    ours.update(answer_changes(*our_irs, dev_items, dev.labels))
+    served = int8.default_inference_precision()
+    if served != "f32":  # a bfloat16 CPU: both systems also as it serves them (the export measured ours so)
+        peer["on_this_cpu"] = dict(int8.measure_cost(float_ir, int8_ir, peer_items, dev, "classifier", served),
+                                   precision=served)
+        peer["on_this_cpu"].update(answer_changes(float_ir, int8_ir, peer_items, dev.labels, served))
+        ours["on_this_cpu"].update(answer_changes(*our_irs, dev_items, dev.labels, served))
     logging.info("%s: ours %s; peer %s", name, int8.describe(ours), int8.describe(peer))
     return {"task": name, "dev_examples": len(dev), "keras_accuracy": 100.0 * keras_accuracy, "ours": ours,
             "peer": peer, "twin_max_logit_difference": difference}
@@ -237,8 +246,11 @@ def render(rows: List[Dict[str, Any]], header: str) -> str:
              "answers int8 broke / fixed / changed | twin's largest logit difference |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        for system, side in (("ours", r["ours"]), ("peer (NNCF on HF graph)", r["peer"])):
-            twin = f"{r['twin_max_logit_difference']:.0e}" if system != "ours" else ""
+        sides = [("ours", r["ours"]), ("peer (NNCF on HF graph)", r["peer"])]
+        sides += [(f"{system}, {side['on_this_cpu']['precision']} as served", side["on_this_cpu"])
+                  for system, side in sides if "on_this_cpu" in side]
+        for system, side in sides:
+            twin = f"{r['twin_max_logit_difference']:.0e}" if system.startswith("peer") else ""
             lines.append(f"| {r['task']} | {r['dev_examples']} | {system} | {side['float']:.2f} | {side['int8']:.2f} "
                          f"| {side['drop']:.2f} +- {side['drop_standard_error']:.2f} | {side['broken']} / "
                          f"{side['fixed']} / {side['changed']} | {twin} |")
@@ -261,11 +273,13 @@ def main(argv) -> None:
     rows = [task_row("topic (the demo's task)", topic_dir, 64),
             task_row("same-module pairs", pair_task(FLAGS.output_dir, FLAGS.seed, FLAGS.pair_examples), 64)]
     command = ("python -m bench.studies.int8_accuracy --pretrained_dir=<albert-demo's demo_output/model> "
-               "--topic_task_dir=<demo_output/topic_task>" + f" --seed={FLAGS.seed}")
+               "--topic_task_dir=<demo_output/topic_task>" + f" --seed={FLAGS.seed}"
+               + ("" if FLAGS.output == RESULTS else f" --output=bench/results/{os.path.basename(FLAGS.output)}"))
     header = (f"# int8 accuracy cost, ours and NNCF on Hugging Face's graph, on {common.cpu_line()}\n\n"
               f"Command: `{command}` ({datetime.date.today()}); bench/studies/int8_accuracy.py says what runs. "
               "Accuracy x 100 on each task's dev split; drop = float - int8, in points; both systems f32 inference, "
-              "the same calibration texts, dev ids and fine-tuned weights.")
+              "the same calibration texts, dev ids and fine-tuned weights. On a CPU whose OpenVINO infers in "
+              "bfloat16 by default, the rows 'as served' compile both graphs of each system so (bf16 float parts).")
     text = render(rows, header)
     print(text)
     with open(FLAGS.output + ".md", "w", encoding="utf-8") as f:

@@ -228,8 +228,10 @@ def measure(systems: Dict[str, tuple], rounds: int, batch: int, steps: int, late
     return out
 
 
-# The rows `node_profile` times node by node: ours int8, the int8 peers on OpenVINO, and our float export.
-PROFILED = ("ours int8", "HF model, OpenVINO from torch, NNCF int8", "HF graph, NNCF int8 (OpenVINO)", "ours float")
+# The rows `node_profile` times node by node: ours int8, the int8 peers on OpenVINO, our float export and the
+# float peer it is compared with.
+PROFILED = ("ours int8", "HF model, OpenVINO from torch, NNCF int8", "HF graph, NNCF int8 (OpenVINO)", "ours float",
+            "HF model, OpenVINO from torch, float")
 
 
 def node_profile(systems: Dict[str, tuple], compiled_models: Dict[str, tuple], precision: str, batch: int,

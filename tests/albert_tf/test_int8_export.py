@@ -96,10 +96,10 @@ def exports(tmp_path_factory):
             "log": log, "spm": spm}
 
 
-def _compiled(path):
+def _compiled(path, precision="f32"):
     import openvino_tokenizers  # noqa: F401  (the tokenizer's ops)
 
-    return ov.Core().compile_model(os.path.join(path, "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return ov.Core().compile_model(os.path.join(path, "model.xml"), "CPU", {"INFERENCE_PRECISION_HINT": precision})
 
 
 def _report(path):
@@ -240,3 +240,33 @@ def test_drop_past_the_threshold_is_refused_and_nothing_is_written(exports, tmp_
     assert last.startswith("albert-export: --quantize=int8: int8 vs float on 30 texts"), last
     assert f"--int8_max_accuracy_drop={drop - 0.01:g}" in last and "nothing was written" in last
     assert not os.path.exists(target / "1")
+
+
+def test_cost_as_this_cpu_serves_it(exports):
+    """Where OpenVINO's CPU plugin infers in bfloat16 by default (AVX-512 BF16, AMX), the report also holds the
+    figures of both graphs inferring as this CPU serves them (`on_this_cpu`), re-derived here in that precision;
+    on a float32 CPU it has no such part. bfloat16 results move with the batch's composition (the export
+    measures in batches of 16, this test in one call), so accuracy may differ by one dev text."""
+    served = ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    reports = {name: _report(exports["exports"][name])["cost"] for name in ("single_int8", "encoder_int8")}
+    if served == "f32":
+        assert all("on_this_cpu" not in cost for cost in reports.values())
+        return
+    dev = _rows(os.path.join(exports["data"]["single"], "dev.tsv"))
+    texts, labels = np.array([r["sentence"] for r in dev]), np.array([r["label"] for r in dev])
+    cost = reports["single_int8"]["on_this_cpu"]
+    assert cost["precision"] == served and cost["examples"] == len(dev)
+    for kind in ("float", "int8"):
+        answers = _compiled(exports["exports"][f"single_{kind}"], served)({"text": texts})["label"]
+        accuracy = 100.0 * float(np.mean(np.array([str(x) for x in answers]) == labels))
+        assert cost[kind] == pytest.approx(accuracy, abs=100.0 / len(dev) + 1e-9), kind
+    assert cost["drop"] == pytest.approx(cost["float"] - cost["int8"], abs=1e-9)
+    with open(exports["calibration"], encoding="utf-8") as f:
+        calibration = np.array([line.rstrip("\n") for line in f])
+    a, b = (_compiled(exports["exports"][f"encoder_{kind}"], served)({"text": calibration})["pooled_output"]
+            for kind in ("float", "int8"))
+    cosine = np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    cost = reports["encoder_int8"]["on_this_cpu"]
+    assert cost["precision"] == served
+    assert cost["mean_cosine"] == pytest.approx(float(np.mean(cosine)), abs=1e-2)
+    assert 0.9 < cost["min_cosine"] <= 1.0 + 1e-6

@@ -99,6 +99,19 @@ def test_cost_past_the_threshold_is_refused(report, refused):
                                         "written.")
 
 
+def test_cost_as_this_cpu_serves_it_is_held_to_the_threshold_too():
+    """A bfloat16 CPU's figures (`on_this_cpu`) past the bound refuse the export even when float32's are within
+    it; the message names the precision."""
+    within = {"examples": 10, "source": "dev", "metric": "accuracy", "float": 90.0, "int8": 90.0, "drop": 0.0}
+    int8.check_cost(dict(within, on_this_cpu=dict(within, precision="bf16")), 1.0)
+    served = dict(within, int8=88.0, drop=2.0, precision="bf16")
+    with pytest.raises(ValueError) as caught:
+        int8.check_cost(dict(within, on_this_cpu=served), 1.0)
+    assert str(caught.value).startswith(
+        "--quantize=int8: int8 vs float on 10 texts of dev, both inferring in bf16 as this CPU serves them: accuracy "
+        "88.00 vs 90.00 (2.00 points lost), more than --int8_max_accuracy_drop=1; nothing was written.")
+
+
 def test_quantize_without_openvino_format_is_a_usage_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "albert_tf.bin.export", f"--checkpoint={tmp_path}",
                            f"--export_dir={tmp_path / 'out'}", "--head=encoder", "--quantize=int8"],
