@@ -36,7 +36,7 @@ def test_the_demo_pretrains_a_611k_parameter_albert():
     assert albert_tf.AlbertEncoder(config).count_params() == encoder
 
 
-# What the demo changes from the recipe, each for its 2-core budget (README: about 15 minutes): shorter rows
+# What the demo changes from the recipe, each for its 2-core budget (README: 8 minutes measured): shorter rows
 # (64 tokens, 10 masked in the shards) of a smaller vocabulary, a larger batch of them, 1,500 steps.
 DOCUMENTED_DIFFERENCES = {"max_seq_length": (128, 64), "max_predictions_per_seq": (20, 10),
                           "train_batch_size": (32, 64), "num_train_steps": (1600, 1500),
