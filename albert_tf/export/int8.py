@@ -205,6 +205,16 @@ def measure_cost(float_ir: Any, int8_ir: Any, items: Sequence[Dict[str, np.ndarr
     return report
 
 
+def measure_cost_as_served(float_ir: Any, int8_ir: Any, items: Sequence[Dict[str, np.ndarray]], texts: TextSet,
+                           head: str) -> Optional[Dict[str, Any]]:
+    """`measure_cost` in the precision this CPU serves both graphs in, with that `precision` named; None on a
+    CPU that serves float32 (where `measure_cost`'s default figure already is the served one)."""
+    served = default_inference_precision()
+    if served == "f32":
+        return None
+    return dict(measure_cost(float_ir, int8_ir, items, texts, head, served), precision=served)
+
+
 def _pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson correlation (0 when either side is constant).
 
@@ -317,10 +327,10 @@ def quantize_and_measure(ir: Any, pre: Any, head: str, calibration: TextSet, dev
     items = ids_items(pre, measured, batch_size=16)
     cost = measure_cost(ir, quantized, items, measured, head)
     logging.info("%s.", describe(cost))
-    served = default_inference_precision()
-    if served != "f32":  # a bfloat16 CPU: also what it serves (both graphs' float parts in bfloat16)
-        cost["on_this_cpu"] = dict(measure_cost(ir, quantized, items, measured, head, served), precision=served)
-        logging.info("%s.", describe(cost["on_this_cpu"]))
+    served = measure_cost_as_served(ir, quantized, items, measured, head)
+    if served is not None:  # a bfloat16 CPU: also what it serves (both graphs' float parts in bfloat16)
+        cost["on_this_cpu"] = served
+        logging.info("%s.", describe(served))
     if max_accuracy_drop is None:
         max_accuracy_drop = DEFAULT_MAX_ACCURACY_DROP
     check_cost(cost, max_accuracy_drop)

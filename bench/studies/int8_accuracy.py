@@ -221,12 +221,11 @@ def task_row(name: str, task_dir: str, max_seq_length: int) -> Dict[str, Any]:
     core = ov.Core()
     our_irs = [core.read_model(os.path.join(exports[k], "model.xml")) for k in ("float", "int8")]
     ours.update(answer_changes(*our_irs, dev_items, dev.labels))
-    served = int8.default_inference_precision()
-    if served != "f32":  # a bfloat16 CPU: both systems also as it serves them (the export measured ours so)
-        peer["on_this_cpu"] = dict(int8.measure_cost(float_ir, int8_ir, peer_items, dev, "classifier", served),
-                                   precision=served)
-        peer["on_this_cpu"].update(answer_changes(float_ir, int8_ir, peer_items, dev.labels, served))
-        ours["on_this_cpu"].update(answer_changes(*our_irs, dev_items, dev.labels, served))
+    served = int8.measure_cost_as_served(float_ir, int8_ir, peer_items, dev, "classifier")
+    if served is not None:  # a bfloat16 CPU: both systems also as it serves them (the export measured ours so)
+        peer["on_this_cpu"] = served
+        peer["on_this_cpu"].update(answer_changes(float_ir, int8_ir, peer_items, dev.labels, served["precision"]))
+        ours["on_this_cpu"].update(answer_changes(*our_irs, dev_items, dev.labels, served["precision"]))
     logging.info("%s: ours %s; peer %s", name, int8.describe(ours), int8.describe(peer))
     return {"task": name, "dev_examples": len(dev), "keras_accuracy": 100.0 * keras_accuracy, "ours": ours,
             "peer": peer, "twin_max_logit_difference": difference}
